@@ -1,0 +1,91 @@
+"""corral: constrained generation for language models.
+
+Grammars (Lark), regular expressions (and JSON Schemas) compile into token-level automata
+whose masks are computed by Numba kernels::
+
+    import corral
+    vocab = corral.Vocabulary.from_hf(tokenizer)
+    compiled = corral.compile(lark_text, vocab)      # or corral.Grammar.from_regex(...)
+    m = compiled.matcher()
+    mask = corral.allocate_bitmask(1, vocab.size)
+    m.fill_bitmask(mask)                             # int32 [1, ceil(V/32)], bit 1 = allowed
+    m.consume(token_id)
+
+Importing corral is cheap: the submodules (and numba) load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    CompileBudgetError,
+    CorralError,
+    EmptyLanguageError,
+    GrammarError,
+    MatcherStateError,
+    TokenizerError,
+    TokenRejectedError,
+    UnsupportedFeatureError,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Grammar": "corral.grammar",
+    "Vocabulary": "corral.automata",
+    "CompiledGrammar": "corral.automata",
+    "Matcher": "corral.automata",
+    "compile": "corral.automata",
+    "allocate_bitmask": "corral.automata",
+    "apply_token_bitmask_inplace": "corral.automata",
+    "bitmask_to_bool": "corral.automata",
+    "fill_next_token_bitmasks": "corral.automata",
+}
+
+__all__ = [
+    "CompileBudgetError",
+    "CompiledGrammar",
+    "CorralError",
+    "EmptyLanguageError",
+    "Grammar",
+    "GrammarError",
+    "Matcher",
+    "MatcherStateError",
+    "TokenRejectedError",
+    "TokenizerError",
+    "UnsupportedFeatureError",
+    "Vocabulary",
+    "allocate_bitmask",
+    "apply_token_bitmask_inplace",
+    "bitmask_to_bool",
+    "compile",
+    "fill_next_token_bitmasks",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .automata import (
+        CompiledGrammar,
+        Matcher,
+        Vocabulary,
+        allocate_bitmask,
+        apply_token_bitmask_inplace,
+        bitmask_to_bool,
+        compile,
+        fill_next_token_bitmasks,
+    )
+    from .grammar import Grammar
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'corral' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

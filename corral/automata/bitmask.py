@@ -1,0 +1,117 @@
+"""The token bitmask format, and checks on bitmasks handed in by callers.
+
+One format everywhere: ``int32 [batch, ceil(vocab_size / 32)]``, bit ``i % 32`` of word
+``i // 32`` set ⇔ token ``i`` allowed (the layout XGrammar and llguidance use). Reference
+semantics, for a row ``m``::
+
+    allowed(i) = (m[i >> 5] >> (i & 31)) & 1
+
+NumPy arrays and CPU torch tensors are accepted (torch shares memory via ``.numpy()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def bitmask_words(vocab_size: int) -> int:
+    """Number of ``int32`` words in one bitmask row for ``vocab_size`` tokens."""
+    return (int(vocab_size) + 31) // 32
+
+
+def allocate_bitmask(batch: int, vocab_size: int, *, backend: str = "numpy") -> Any:
+    """A bitmask ``int32 [batch, ceil(vocab_size/32)]`` with every bit set (all allowed).
+
+    ``backend``: ``"numpy"`` (default) or ``"torch"`` (a CPU tensor).
+    """
+    if batch <= 0 or vocab_size <= 0:
+        raise ValueError(f"batch and vocab_size must be positive, got {batch} and {vocab_size}")
+    shape = (int(batch), bitmask_words(vocab_size))
+    if backend == "numpy":
+        return np.full(shape, -1, dtype=np.int32)
+    if backend == "torch":
+        import torch
+
+        return torch.full(shape, -1, dtype=torch.int32)
+    raise ValueError(f"backend must be 'numpy' or 'torch', not {backend!r}")
+
+
+def as_numpy_bitmask(bitmask: Any, vocab_size: int) -> np.ndarray:
+    """Check a caller's bitmask and return a NumPy view of it (shared memory).
+
+    Raises ``ValueError`` saying what was expected on a wrong type, dtype, shape or layout.
+    """
+    words = bitmask_words(vocab_size)
+    arr: np.ndarray
+    if isinstance(bitmask, np.ndarray):
+        arr = bitmask
+    elif type(bitmask).__module__.startswith("torch"):
+        if bitmask.device.type != "cpu":
+            raise ValueError(
+                f"bitmask must be on the CPU, got device {bitmask.device}: fill a CPU bitmask "
+                "and copy it to the device (`mask.to(device, non_blocking=True)`)"
+            )
+        if str(bitmask.dtype) != "torch.int32":
+            raise ValueError(
+                f"expected a bitmask of dtype torch.int32, got {bitmask.dtype}: "
+                "allocate it with corral.allocate_bitmask(batch, vocab_size, backend='torch')"
+            )
+        arr = bitmask.numpy()
+    else:
+        raise ValueError(
+            f"expected a NumPy array or a CPU torch tensor as bitmask, got {type(bitmask).__name__}"
+        )
+    if arr.dtype != np.int32:
+        raise ValueError(
+            f"expected a bitmask of dtype int32, got {arr.dtype}: pass `mask.astype(np.int32)` "
+            "or allocate it with corral.allocate_bitmask(batch, vocab_size)"
+        )
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2 or arr.shape[1] != words:
+        raise ValueError(
+            f"expected a bitmask of shape [batch, {words}] "
+            f"(ceil({vocab_size} / 32) words per row), got {list(bitmask.shape)}"
+        )
+    if not arr.flags.c_contiguous:
+        raise ValueError("expected a C-contiguous bitmask: pass `np.ascontiguousarray(mask)`")
+    if not arr.flags.writeable:
+        raise ValueError("the bitmask is read-only")
+    return arr
+
+
+def bitmask_to_bool(bitmask: Any, vocab_size: int) -> np.ndarray:
+    """Unpack a bitmask into ``bool [batch, vocab_size]`` (reference semantics, for tests)."""
+    arr = as_numpy_bitmask(bitmask, vocab_size) if not isinstance(bitmask, np.ndarray) else bitmask
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    bits = np.unpackbits(arr.view(np.uint8), axis=1, bitorder="little")
+    return bits[:, :vocab_size].astype(bool)
+
+
+def apply_token_bitmask_inplace(logits: Any, bitmask: Any, vocab_size: int | None = None) -> None:
+    """Set ``logits[b, i] = -inf`` wherever token ``i`` is not allowed in row ``b``.
+
+    ``logits``: ``float [batch, V]`` (NumPy or torch, any device for torch); ``V`` may
+    exceed the bitmask's vocabulary (extra ids are masked). ``bitmask``: ``int32 [batch, W]``.
+    """
+    if type(logits).__module__.startswith("torch"):
+        import torch
+
+        n = logits.shape[-1]
+        mask_np = bitmask.numpy() if hasattr(bitmask, "numpy") else np.asarray(bitmask)
+        allowed = bitmask_to_bool(mask_np, min(n, mask_np.shape[-1] * 32))
+        full = np.zeros((allowed.shape[0], n), bool)
+        full[:, : allowed.shape[1]] = allowed
+        t = torch.from_numpy(full).to(logits.device)
+        logits.masked_fill_(~t.view(logits.shape), float("-inf"))
+        return
+    arr = np.asarray(logits)
+    n = arr.shape[-1]
+    m = np.asarray(bitmask)
+    allowed = bitmask_to_bool(m, min(n, m.shape[-1] * 32))
+    full = np.zeros((allowed.shape[0], n), bool)
+    full[:, : allowed.shape[1]] = allowed
+    arr[~full.reshape(arr.shape)] = -np.inf

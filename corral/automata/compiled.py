@@ -1,0 +1,211 @@
+"""CompiledGrammar: a grammar laid out for one vocabulary, shared by every matcher.
+
+A compiled grammar is immutable in meaning. It owns the per-lexer-state token caches
+(``kernels/mask.py``), which are filled on first use under a lock and never change once
+written, so a compiled grammar can be shared across threads and sequences.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..grammar.ir import Grammar
+from .bitmask import bitmask_words
+from .tables import Tables, build_tables
+from .vocabulary import SPECIAL, Vocabulary
+
+if TYPE_CHECKING:
+    from .matcher import Matcher
+
+_DENSE_FRACTION = 1 / 16  # cache a state's tokens as a bitmask when more than V/16 stay alive
+
+
+class CompiledGrammar:
+    """A :class:`Grammar` compiled against a :class:`Vocabulary`.
+
+    Create with :func:`corral.compile`. Call :meth:`matcher` for a per-sequence matcher.
+    """
+
+    def __init__(self, grammar: Grammar, vocab: Vocabulary) -> None:
+        self.grammar = grammar
+        self.vocab = vocab
+        special_terms = _special_terminals(grammar, vocab)
+        self.tables: Tables = build_tables(grammar, special_terms)
+        self.vocab_size = vocab.size
+        self.words = bitmask_words(vocab.size)
+        G = self.tables.n_lexer_states
+        self._lock = threading.Lock()
+        self._cmeta = np.zeros((G, 5), np.int32)
+        self.rank_words = (vocab.trie.n_tokens + 31) // 32
+        self._dense = np.zeros((4, self.words), np.uint32)
+        self._dense_rank = np.zeros((4, self.rank_words), np.uint32)
+        self._n_dense = 0
+        self._sparse = np.zeros(1024, np.int32)
+        self._n_sparse = 0
+        self._ends = np.zeros(1024, np.int32)
+        self._n_ends = 0
+        self.eos_ids = np.array(vocab.eos_token_ids, np.int32)
+        self._kinds = vocab.kinds
+        self._special_term_of_token = {tok: name for name, tok in special_terms.items()}
+
+    def __repr__(self) -> str:
+        return (
+            f"CompiledGrammar({self.grammar!r}, vocab_size={self.vocab_size}, "
+            f"lexer_states={self.tables.n_lexer_states})"
+        )
+
+    def matcher(self) -> Matcher:
+        """A new matcher at the start of the grammar."""
+        from .matcher import Matcher
+
+        return Matcher(self)
+
+    # -- per-lexer-state caches ----------------------------------------------------------
+    def lexer_cache(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A consistent snapshot ``(cmeta, dense, dense_rank, sparse, ends)`` of the caches."""
+        with self._lock:
+            return self._cmeta, self._dense, self._dense_rank, self._sparse, self._ends
+
+    def ensure_cached(self, states: Any) -> None:
+        """Build the token caches of lexer states ``states`` that do not have one yet."""
+        from .kernels.mask import KIND_DENSE, KIND_MISSING, KIND_SPARSE, lexer_state_walk
+
+        trie = self.vocab.trie
+        lt = self.tables
+        with self._lock:
+            bits = np.zeros(self.rank_words, np.uint32)
+            ends_buf = np.zeros(2 * max(1, trie.n_nodes), np.int32)
+            for g in np.unique(np.asarray(states, dtype=np.int64)).tolist():
+                if self._cmeta[g, 0] != KIND_MISSING:
+                    continue
+                bits[:] = 0
+                n_tok, n_ends = lexer_state_walk(
+                    lt.gt,
+                    lt.lex_trans,
+                    trie.node_byte,
+                    trie.depth,
+                    trie.subtree_end,
+                    trie.tok_start,
+                    trie.tok_count,
+                    g,
+                    bits,
+                    ends_buf,
+                )
+                meta = self._cmeta
+                # new arrays are built whole and then swapped in, so snapshots stay valid
+                if n_tok > self.vocab_size * _DENSE_FRACTION:
+                    ranks = _bits_to_ids(bits)
+                    id_bits = np.zeros(self.words * 32, bool)
+                    id_bits[trie.token_ids[ranks]] = True
+                    if self._n_dense == self._dense.shape[0]:
+                        self._dense = _grow2d(self._dense, self._n_dense)
+                        self._dense_rank = _grow2d(self._dense_rank, self._n_dense)
+                    self._dense[self._n_dense] = np.packbits(id_bits, bitorder="little").view(
+                        np.uint32
+                    )
+                    self._dense_rank[self._n_dense] = bits
+                    meta_row = (KIND_DENSE, self._n_dense, n_tok)
+                    self._n_dense += 1
+                else:
+                    ranks = _bits_to_ids(bits)
+                    self._sparse = _append(self._sparse, self._n_sparse, ranks)
+                    meta_row = (KIND_SPARSE, self._n_sparse, ranks.shape[0])
+                    self._n_sparse += ranks.shape[0]
+                if n_ends:
+                    block = _end_block(ends_buf[: 2 * n_ends].reshape(-1, 2), trie.node_byte)
+                    self._ends = _append(self._ends, self._n_ends, block)
+                    ends_row = (self._n_ends, n_ends)
+                    self._n_ends += block.shape[0]
+                else:
+                    ends_row = (0, 0)
+                meta[g, 1], meta[g, 2] = meta_row[1], meta_row[2]
+                meta[g, 3], meta[g, 4] = ends_row
+                meta[g, 0] = meta_row[0]
+
+    def warm(self) -> CompiledGrammar:
+        """Build every lexer state's token cache now (otherwise each is built on first use)."""
+        self.ensure_cached(np.arange(self.tables.n_lexer_states))
+        return self
+
+    def cache_stats(self) -> dict[str, int]:
+        """Counts and bytes of the token caches built so far."""
+        with self._lock:
+            built = int((self._cmeta[:, 0] != 0).sum())
+            return {
+                "lexer_states": self.tables.n_lexer_states,
+                "cached_states": built,
+                "dense_masks": self._n_dense,
+                "sparse_ids": self._n_sparse,
+                "end_edges": self._n_ends,
+                "bytes": int(
+                    self._n_dense * (self.words + self.rank_words) * 4
+                    + 4 * (self._n_sparse + self._n_ends)
+                    + self.tables.nbytes()
+                ),
+            }
+
+    def special_start_state(self, token_id: int) -> int:
+        """The lexer start state of the terminal that stands for special token ``token_id``."""
+        name = self._special_term_of_token[token_id]
+        return int(self.tables.term_offsets[self.tables.terminal_names.index(name)])
+
+    def token_data(self, token_id: int) -> tuple[np.ndarray, int, int]:
+        """``(data, start, stop)``: the bytes of ``token_id`` as a slice of one array."""
+        return self.vocab.token_data(token_id)
+
+
+def _end_block(pairs: np.ndarray, node_byte: np.ndarray) -> np.ndarray:
+    """257 offsets by child byte, then the ``(node, child)`` pairs sorted by child byte."""
+    b = node_byte[pairs[:, 1]]
+    order = np.argsort(b, kind="stable")
+    offsets = np.searchsorted(b[order], np.arange(257)).astype(np.int32)
+    return np.concatenate([offsets, pairs[order].reshape(-1).astype(np.int32)])
+
+
+def _bits_to_ids(bits: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")).astype(np.int32)
+
+
+def _grow2d(a: np.ndarray, n: int) -> np.ndarray:
+    grown = np.zeros((2 * a.shape[0], a.shape[1]), a.dtype)
+    grown[:n] = a[:n]
+    return grown
+
+
+def _append(buf: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
+    need = n + values.shape[0]
+    if need > buf.shape[0]:
+        grown = np.zeros(max(need, 2 * buf.shape[0]), buf.dtype)
+        grown[:n] = buf[:n]
+        buf = grown
+    buf[n:need] = values
+    return buf
+
+
+def _special_terminals(grammar: Grammar, vocab: Vocabulary) -> dict[str, int]:
+    """Terminals that stand for a special token, by name → token id (see ``ir.Terminal``)."""
+    out: dict[str, int] = {}
+    specials = None
+    for name, t in grammar.terminals.items():
+        if t.special is None:
+            continue
+        if specials is None:
+            specials = vocab.special_tokens()
+        tok = specials.get(t.special)
+        if tok is None and t.special.startswith("<[") and t.special.endswith("]>"):
+            try:
+                tok = int(t.special[2:-2])
+            except ValueError:
+                tok = None
+        if tok is None or not 0 <= tok < vocab.size or vocab.kinds[tok] != SPECIAL:
+            from ..errors import GrammarError
+
+            raise GrammarError(
+                f"the grammar names the special token {t.special!r}, which this vocabulary "
+                "does not have as a special token"
+            )
+        out[name] = tok
+    return out

@@ -1,0 +1,116 @@
+"""``compile()``: grammar specs → :class:`CompiledGrammar`, with a bounded in-memory cache."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ..grammar.ir import Grammar
+from .compiled import CompiledGrammar
+from .vocabulary import Vocabulary
+
+
+class CompileCache:
+    """A bounded LRU of compiled grammars keyed by (grammar fingerprint, vocabulary hash).
+
+    Bounded by entries and by the bytes of each entry's tables and token caches measured
+    when it is stored. Thread-safe.
+    """
+
+    def __init__(self, max_entries: int = 64, max_bytes: int = 512 << 20) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, str], tuple[CompiledGrammar, int]] = OrderedDict()
+        self._texts: OrderedDict[tuple[str, str], Grammar] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._texts.clear()
+
+    def grammar_for_text(self, text: str, start: str) -> Grammar:
+        key = (text, start)
+        with self._lock:
+            g = self._texts.get(key)
+            if g is not None:
+                self._texts.move_to_end(key)
+                return g
+        g = Grammar.from_lark(text, start)
+        with self._lock:
+            self._texts[key] = g
+            while len(self._texts) > 4 * self.max_entries:
+                self._texts.popitem(last=False)
+        return g
+
+    def get(self, grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
+        key = (grammar.fingerprint, vocab.hash)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return hit[0]
+            self.misses += 1
+        compiled = CompiledGrammar(grammar, vocab)
+        size = compiled.cache_stats()["bytes"]
+        with self._lock:
+            self._items[key] = (compiled, size)
+            total = sum(s for _, s in self._items.values())
+            while self._items and (len(self._items) > self.max_entries or total > self.max_bytes):
+                _, (_, s) = self._items.popitem(last=False)
+                total -= s
+        return compiled
+
+
+default_cache = CompileCache()
+PRECOMPUTE_MAX_STATES = 256
+
+
+def compile(
+    spec: Any,
+    vocab: Vocabulary,
+    *,
+    start: str = "start",
+    cache: bool = True,
+    precompute: bool | None = None,
+) -> CompiledGrammar:
+    """Compile a grammar spec for a vocabulary.
+
+    Args:
+        spec: Lark grammar text, or a :class:`Grammar` (e.g. from ``Grammar.from_regex``).
+        vocab: the model's :class:`Vocabulary`.
+        start: start rule for Lark text.
+        cache: reuse an identical earlier compilation (see :data:`default_cache`).
+        precompute: build every lexer state's token cache now (``True``), or on first use
+            (``False``); default: now when the grammar has at most
+            :data:`PRECOMPUTE_MAX_STATES` lexer states, so small grammars never pay a cache
+            build during decoding.
+
+    Returns:
+        An immutable :class:`CompiledGrammar`, safe to share across threads and sequences.
+    """
+    if not isinstance(vocab, Vocabulary):
+        raise TypeError(
+            f"vocab must be a corral.Vocabulary (e.g. Vocabulary.from_hf(tokenizer)), "
+            f"not {type(vocab).__name__}"
+        )
+    if isinstance(spec, Grammar):
+        grammar = spec
+    elif isinstance(spec, str):
+        grammar = (
+            default_cache.grammar_for_text(spec, start) if cache else Grammar.from_lark(spec, start)
+        )
+    else:
+        raise TypeError(
+            f"cannot compile a {type(spec).__name__}: pass Lark grammar text or a corral.Grammar"
+        )
+    compiled = default_cache.get(grammar, vocab) if cache else CompiledGrammar(grammar, vocab)
+    if precompute is None:
+        precompute = compiled.tables.n_lexer_states <= PRECOMPUTE_MAX_STATES
+    if precompute:
+        compiled.warm()
+    return compiled

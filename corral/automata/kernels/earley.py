@@ -1,0 +1,442 @@
+"""Kernels: the byte-level Earley chart (see ``corral.automata.tables`` for the model).
+
+Lexemes are maximal: a lexeme item that can read the next byte does (it does not end
+there), and one that cannot ends there if its state accepts. So reading a byte builds up
+to two sets:
+
+* a **completion set**, if some accepting lexeme item of the current set cannot read the
+  byte: those lexemes end, the parser items of their origin sets advance (Earley
+  completion, then prediction), and fresh lexeme items of the expected terminals appear;
+* the **byte set**: every lexeme item of the current set and of that completion set that
+  can read the byte, advanced by it. Byte sets hold lexeme items only.
+
+Chart layout (all owned by one matcher):
+
+* ``P``: ``int32 [capP, 2]`` parser items ``(item, origin)``;
+* ``L``: ``int32 [capL, 2]`` lexeme items ``(lexer state, origin)``; the origin is the
+  completion set (or set 0) whose parser items the lexeme will advance;
+* ``S``: ``int64 [capS, 4]``; set ``k`` holds parser items ``P[S[k,0]:S[k+1,0]]`` and lexeme
+  items ``L[S[k,1]:S[k+1,1]]``; ``S[k,2]`` = 1 if the input read so far is a complete word
+  (for a byte set: once its pending lexemes end, i.e. if the text ended here); ``S[k,3]``
+  is a structural hash of the set (its items, each origin replaced by the origin set's own
+  hash), equal for sets that behave the same wherever they lie. ``S[n_sets, 0:2]`` is
+  always the end of the last set.
+* ``stamp``: ``int64 [NI + 2G + NN]`` dedupe stamps; ``sorig``: ``int32 [NI + G]``.
+* ``ctx``: ``int64 [12]`` cursors of the set being built: 0 parser cursor, 1 lexeme cursor,
+  2 serial (a new value per set), 3 accepting, 4 error, 5 "a terminal was predicted",
+  6 and 7 scratch serials for callers, 8 "the start rule completed in this set",
+  9 a version counter for callers.
+
+Sets form a stack: building set ``k`` overwrites whatever lay at ``k`` and above, so
+popping is just lowering ``n_sets``. Builders return the new number of sets (the set is
+alive), 0 (dead: nothing can continue) or a negative capacity error, in which case the
+caller grows the arrays and retries (nothing below the first set built was modified).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..tables import (
+    H_BYTE_CLASS,
+    H_FINAL,
+    H_G,
+    H_IGNORE_LIST,
+    H_ITEM_LHS,
+    H_ITEM_SYM,
+    H_LEX_ACCEPT,
+    H_LEX_IS_START,
+    H_LEX_TERM,
+    H_N_IGNORE,
+    H_NI,
+    H_NN,
+    H_NT,
+    H_NULLABLE,
+    H_PRED_ITEMS,
+    H_PRED_START,
+    H_START,
+    H_TERM_IGNORE,
+    H_TERM_START,
+)
+
+ERR_P = -1
+ERR_L = -2
+ERR_S = -3
+
+C_PC, C_LC, C_SERIAL, C_ACC, C_ERR, C_TERM = 0, 1, 2, 3, 4, 5
+C_SCRATCH, C_SCRATCH2, C_OWNACC, C_VERSION = 6, 7, 8, 9
+
+_SELF = 0x5BD1E995  # stands for "this set" as an origin in structural hashes
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(x):  # type: ignore[no-untyped-def]
+    x = (x ^ (x >> 31)) * 0x7FB5D329728EA185
+    x = (x ^ (x >> 27)) * 0x1CE4E5B9BF58476D
+    return x ^ (x >> 33)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_p(P, stamp, sorig, ctx, p0, it, o):  # type: ignore[no-untyped-def]
+    ser = ctx[C_SERIAL]
+    if stamp[it] == ser:
+        if sorig[it] == o:
+            return
+        for q in range(p0, ctx[C_PC]):
+            if P[q, 0] == it and P[q, 1] == o:
+                return
+    else:
+        stamp[it] = ser
+        sorig[it] = o
+    pc = ctx[C_PC]
+    if pc >= P.shape[0]:
+        ctx[C_ERR] = ERR_P
+        return
+    P[pc, 0] = it
+    P[pc, 1] = o
+    ctx[C_PC] = pc + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_l(L, stamp, sorig, ctx, ni, l0, g, o):  # type: ignore[no-untyped-def]
+    ser = ctx[C_SERIAL]
+    if stamp[ni + g] == ser:
+        if sorig[ni + g] == o:
+            return
+        for q in range(l0, ctx[C_LC]):
+            if L[q, 0] == g and L[q, 1] == o:
+                return
+    else:
+        stamp[ni + g] = ser
+        sorig[ni + g] = o
+    lc = ctx[C_LC]
+    if lc >= L.shape[0]:
+        ctx[C_ERR] = ERR_L
+        return
+    L[lc, 0] = g
+    L[lc, 1] = o
+    ctx[C_LC] = lc + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, o):  # type: ignore[no-untyped-def]
+    """A lexeme of terminal ``t`` started for set ``o`` ends here: advance set ``o``'s items."""
+    ni = gt[H_NI]
+    if gt[gt[H_TERM_IGNORE] + t]:
+        # An ignored lexeme: the parser stays where it was at `o`; copy o's fresh lexemes.
+        is_start = gt[H_LEX_IS_START]
+        for q in range(S[o, 1], S[o + 1, 1]):
+            g = L[q, 0]
+            if L[q, 1] == o and gt[is_start + g]:
+                _add_l(L, stamp, sorig, ctx, ni, l0, g, o)
+        if S[o, 2]:
+            ctx[C_ACC] = 1
+        return
+    item_sym = gt[H_ITEM_SYM]
+    for r in range(S[o, 0], S[o + 1, 0]):
+        it = P[r, 0]
+        if gt[item_sym + it] == t:
+            _add_p(P, stamp, sorig, ctx, p0, it + 1, P[r, 1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _begin(S, ctx, k):  # type: ignore[no-untyped-def]
+    ctx[C_PC] = S[k, 0]
+    ctx[C_LC] = S[k, 1]
+    ctx[C_SERIAL] += 1
+    ctx[C_ACC] = 0
+    ctx[C_ERR] = 0
+    ctx[C_TERM] = 0
+    ctx[C_OWNACC] = 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _seal(P, L, S, ctx, k):  # type: ignore[no-untyped-def]
+    """Record set ``k``'s extent, accepting flag and structural hash."""
+    p0 = S[k, 0]
+    l0 = S[k, 1]
+    pc = ctx[C_PC]
+    lc = ctx[C_LC]
+    S[k + 1, 0] = pc
+    S[k + 1, 1] = lc
+    S[k, 2] = ctx[C_ACC]
+    h = ctx[C_ACC] * 0x2545F4914F6CDD1D
+    for q in range(p0, pc):
+        o = P[q, 1]
+        oh = _SELF if o == k else S[o, 3]
+        h += _mix(P[q, 0] * 0x100000001B3 + oh)
+    for q in range(l0, lc):
+        o = L[q, 1]
+        oh = _SELF if o == k else S[o, 3]
+        h += _mix(~(L[q, 0] * 0x100000001B3 + oh))
+    S[k, 3] = h
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
+    """Earley closure (predict / complete) of completion set ``k``; then seal it.
+
+    Returns ``k + 1`` (alive: a lexeme may start, or the input is complete), 0 or an error.
+    """
+    NT = gt[H_NT]
+    ni = gt[H_NI]
+    G = gt[H_G]
+    item_sym = gt[H_ITEM_SYM]
+    item_lhs = gt[H_ITEM_LHS]
+    pred_start = gt[H_PRED_START]
+    pred_items = gt[H_PRED_ITEMS]
+    nullable = gt[H_NULLABLE]
+    term_start = gt[H_TERM_START]
+    final = gt[H_FINAL]
+    nt_stamp = ni + G
+    p0 = S[k, 0]
+    l0 = S[k, 1]
+    ser = ctx[C_SERIAL]
+    q = p0
+    while q < ctx[C_PC]:
+        if ctx[C_ERR] != 0:
+            return ctx[C_ERR]
+        it = P[q, 0]
+        o = P[q, 1]
+        q += 1
+        s = gt[item_sym + it]
+        if s < 0:
+            if it == final and o == 0:
+                ctx[C_ACC] = 1
+                ctx[C_OWNACC] = 1
+            if o == k:
+                continue  # nullable completion: handled when predicting (Aycock-Horspool)
+            a = gt[item_lhs + it] + NT
+            for r in range(S[o, 0], S[o + 1, 0]):
+                it2 = P[r, 0]
+                if gt[item_sym + it2] == a:
+                    _add_p(P, stamp, sorig, ctx, p0, it2 + 1, P[r, 1])
+        elif s < NT:
+            _add_l(L, stamp, sorig, ctx, ni, l0, gt[term_start + s], k)
+            ctx[C_TERM] = 1
+        else:
+            a = s - NT
+            if stamp[nt_stamp + a] != ser:
+                stamp[nt_stamp + a] = ser
+                for r in range(gt[pred_start + a], gt[pred_start + a + 1]):
+                    _add_p(P, stamp, sorig, ctx, p0, gt[pred_items + r], k)
+            if gt[nullable + a]:
+                _add_p(P, stamp, sorig, ctx, p0, it + 1, o)
+    # Ignored lexemes may start here if this set expects a terminal or ends a parse. (A set
+    # that is complete only because an ignored lexeme ended needs none: the origin set's
+    # own ignore items were copied in.)
+    if ctx[C_TERM] != 0 or ctx[C_OWNACC] != 0:
+        ign = gt[H_IGNORE_LIST]
+        for r in range(gt[H_N_IGNORE]):
+            _add_l(L, stamp, sorig, ctx, ni, l0, gt[term_start + gt[ign + r]], k)
+    if ctx[C_ERR] != 0:
+        return ctx[C_ERR]
+    _seal(P, L, S, ctx, k)
+    if ctx[C_LC] > l0 or ctx[C_ACC] != 0:
+        return k + 1
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def init_chart(gt, lex_trans, P, L, S, stamp, sorig, ctx):  # type: ignore[no-untyped-def]
+    """Build set 0 (before any input). Returns 1 or an error. (``lex_trans`` is unused; it
+    keeps the signature of the other chart kernels.)"""
+    if S.shape[0] < 2:
+        return ERR_S
+    S[0, 0] = 0
+    S[0, 1] = 0
+    S[0, 3] = 0
+    _begin(S, ctx, 0)
+    _add_p(P, stamp, sorig, ctx, 0, gt[H_START], 0)
+    return _close(gt, P, L, S, stamp, sorig, ctx, 0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
+    """Build completion set ``k`` from set ``j``'s accepting lexeme items that end now.
+
+    A lexeme ends if its state accepts and it cannot read byte class ``cls`` (``cls < 0``:
+    the text ends). With ``g_only >= 0``, exactly the items in lexer state ``g_only`` end,
+    whatever their state (the caller has read on to where that lexeme accepts).
+    Returns ``k + 1``, 0 (nothing ends, or the completion leads nowhere) or an error.
+    """
+    lex_accept = gt[H_LEX_ACCEPT]
+    lex_term = gt[H_LEX_TERM]
+    any_end = False
+    for idx in range(S[j, 1], S[j + 1, 1]):
+        g = L[idx, 0]
+        if g_only >= 0:
+            if g == g_only:
+                any_end = True
+                break
+        elif gt[lex_accept + g] != 0 and (cls < 0 or lex_trans[g, cls] < 0):
+            any_end = True
+            break
+    if not any_end:
+        return 0
+    if k + 1 >= S.shape[0]:
+        return ERR_S
+    _begin(S, ctx, k)
+    p0 = S[k, 0]
+    l0 = S[k, 1]
+    for idx in range(S[j, 1], S[j + 1, 1]):
+        g = L[idx, 0]
+        if g_only >= 0:
+            ends = g == g_only
+        else:
+            ends = gt[lex_accept + g] != 0 and (cls < 0 or lex_trans[g, cls] < 0)
+        if ends:
+            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, gt[lex_term + g], L[idx, 1])
+    return _close(gt, P, L, S, stamp, sorig, ctx, k)
+
+
+@njit(cache=True, nogil=True)
+def end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
+    """Callable form of ``_end_lexemes`` (see there)."""
+    return _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: ignore[no-untyped-def]
+    """Read ``byte`` after set ``k-1`` (the top); build the new sets from index ``k``.
+
+    Returns the new number of sets (``k+1`` or ``k+2``), 0 if nothing can read the byte,
+    or an error.
+    """
+    j = k - 1
+    cls = gt[gt[H_BYTE_CLASS] + byte]
+    ni = gt[H_NI]
+    lex_accept = gt[H_LEX_ACCEPT]
+    # 1. lexemes that end before this byte
+    c = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, -1)
+    if c < 0:
+        return c
+    b = k + 1 if c > 0 else k
+    if b + 1 >= S.shape[0]:
+        return ERR_S
+    # 2. the byte set: every lexeme item that reads the byte
+    _begin(S, ctx, b)
+    l0 = S[b, 1]
+    for idx in range(S[j, 1], S[j + 1, 1]):
+        g2 = lex_trans[L[idx, 0], cls]
+        if g2 >= 0:
+            _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+    if c > 0:
+        for idx in range(S[k, 1], S[k + 1, 1]):
+            g2 = lex_trans[L[idx, 0], cls]
+            if g2 >= 0:
+                _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+    if ctx[C_ERR] != 0:
+        return ctx[C_ERR]
+    _seal(P, L, S, ctx, b)
+    if ctx[C_LC] == l0:
+        return 0
+    # 3. would the text be complete if it ended here? (pending lexemes end)
+    acc = 0
+    for idx in range(l0, S[b + 1, 1]):
+        if gt[lex_accept + L[idx, 0]] != 0:
+            acc = 1
+            break
+    if acc:
+        e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, b + 1, -1, -1)
+        if e < 0:
+            return e
+        acc = 1 if e > 0 and S[b + 1, 2] != 0 else 0
+    S[b, 2] = acc
+    S[b, 3] += acc * 0x2545F4914F6CDD1D
+    return b + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def complete_state(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, g):  # type: ignore[no-untyped-def]
+    """Build completion set ``k`` as if every lexeme item of set ``k-1`` in state ``g`` had
+    read on to an accepting state and ended there. Returns ``k+1``, 0 or an error."""
+    return _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, k - 1, k, -1, g)
+
+
+@njit(cache=True, nogil=True)
+def consume_bytes(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, data, start, stop):  # type: ignore[no-untyped-def]
+    """Read ``data[start:stop]``; returns the new number of sets, 0 if rejected, or an error.
+
+    On rejection or error nothing below ``n_sets`` changes, so the caller's state is intact.
+    """
+    k = n_sets
+    for i in range(start, stop):
+        st = scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, data[i])
+        if st <= 0:
+            return st
+        k = st
+    return k
+
+
+@njit(cache=True, nogil=True)
+def allowed_bytes(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, out):  # type: ignore[no-untyped-def]
+    """``out[b] = 1`` for every byte that can follow the input; returns the count (or error)."""
+    count = 0
+    for b in range(256):
+        st = scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, b)
+        if st < 0:
+            return st
+        out[b] = 1 if st > 0 else 0
+        count += out[b]
+    return count
+
+
+@njit(cache=True, nogil=True)
+def consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, g):  # type: ignore[no-untyped-def]
+    """Read the special token whose terminal starts in lexer state ``g`` (a state with no
+    byte transitions). Pending lexemes may end first (as at the end of a text); then the
+    special terminal's fresh items complete. Returns the new number of sets, 0 if the token
+    is not allowed here, or an error.
+    """
+    j = n_sets - 1
+    e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, n_sets, -1, -1)
+    if e < 0:
+        return e
+    k = n_sets + 1 if e > 0 else n_sets
+    if k + 1 >= S.shape[0]:
+        return ERR_S
+    _begin(S, ctx, k)
+    p0 = S[k, 0]
+    l0 = S[k, 1]
+    t = gt[gt[H_LEX_TERM] + g]
+    for idx in range(S[j, 1], S[j + 1, 1]):
+        if L[idx, 0] == g:
+            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, L[idx, 1])
+    if e > 0:
+        for idx in range(S[n_sets, 1], S[n_sets + 1, 1]):
+            if L[idx, 0] == g:
+                _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, L[idx, 1])
+    return _close(gt, P, L, S, stamp, sorig, ctx, k)
+
+
+def new_chart(
+    ni: int, g: int, nn: int, cap_p: int, cap_l: int, cap_s: int
+) -> tuple[np.ndarray, ...]:
+    """Fresh chart arrays (see the module docs)."""
+    P = np.zeros((cap_p, 2), np.int32)
+    L = np.zeros((cap_l, 2), np.int32)
+    S = np.zeros((cap_s, 4), np.int64)
+    stamp = np.full(ni + 2 * g + nn, -1, np.int64)
+    sorig = np.zeros(ni + g, np.int32)
+    ctx = np.zeros(12, np.int64)
+    return P, L, S, stamp, sorig, ctx
+
+
+__all__ = [
+    "ERR_L",
+    "ERR_P",
+    "ERR_S",
+    "allowed_bytes",
+    "complete_state",
+    "consume_bytes",
+    "consume_special",
+    "end_lexemes",
+    "init_chart",
+    "new_chart",
+    "scan_byte",
+]
+
+# H_G and H_NN are part of the layout documented above (stamp sizes)
+_ = (H_G, H_NN)

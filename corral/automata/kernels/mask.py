@@ -1,0 +1,585 @@
+"""Kernels: token masks.
+
+A token is allowed iff some path through its bytes keeps the chart alive. Paths are split
+by the lexeme item of the current set they start from:
+
+1. the lexeme stays inside the same terminal for all of the token's bytes: this depends on
+   the lexer state ``g`` only, so it is computed once per ``g`` by a trie walk and cached
+   (the context-independent part);
+2. the lexeme ends inside the token, at an "end edge" recorded for ``g`` (a trie node where
+   the lexeme can end, and a child whose byte may follow the terminal): the chart after
+   that completion depends on the parser, so it is built with one Earley step, and the
+   subtree below the edge is walked with the DFA of each lexeme that may start there,
+   recursing where that lexeme ends in turn. Parser work happens only at lexeme
+   boundaries; a visited trie node costs one table lookup.
+
+Pruning. Tokens are numbered by rank (their position in the trie's byte order), so every
+trie subtree is a contiguous rank range. The mask is also kept in rank space, and a walk
+skips any subtree whose tokens are all allowed already (typically by part 1: with
+adjacent lexemes, ``ab`` is one identifier and also two). End edges need a child byte in
+the terminal's FOLLOW set; a completion set is reused while the set it came from is
+unchanged (versions per nesting level); and a memo of explored (trie node, set hash, lexer
+state) triples keeps ambiguous splits (``a+ a+``) polynomial. When the memo fills up the
+kernel returns ``ERR_MEMO`` and the caller retries with a larger one: it never gives up
+or guesses.
+
+Cache metadata ``cmeta``: ``int32 [G, 5]``: kind (0 missing, 1 dense, 2 sparse), dense row
+or sparse start, sparse length, start of the end-edge block in ``ends``, number of edges.
+Dense rows exist in id space (``acc_dense``) and rank space (``acc_rank``); sparse entries
+are ranks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..tables import (
+    H_BYTE_CLASS,
+    H_FIRST_BYTES,
+    H_FIRST_START,
+    H_FOLLOW_BYTES,
+    H_G,
+    H_LEX_ACCEPT,
+    H_LEX_IS_START,
+    H_LEX_TERM,
+    H_N_SPECIAL,
+    H_NI,
+    H_NN,
+    H_SPECIAL_TERM,
+)
+from .earley import complete_state, end_lexemes
+
+ERR_DEPTH = -4  # nested walk deeper than the scratch (cannot happen: one level per byte)
+ERR_MEMO = -5  # the memo is full: call again with a larger one
+
+KIND_MISSING, KIND_DENSE, KIND_SPARSE = 0, 1, 2
+M_KIND, M_IDX, M_LEN, M_ENDS, M_NENDS = 0, 1, 2, 3, 4
+
+MEMO_SIZE = 4096  # initial slots of the memo of explored (node, set hash, lexer state)
+_MEMO_PROBES = 16
+
+# frame columns (one frame per nesting level of walks): lexer state; anchor node whose
+# children are entered; the children still to try, as a range of either the lexeme's first
+# bytes (mode 0, looked up by binary search) or the anchor's children (mode 1, scanned);
+# cursor and end of the current subtree; nested-walk index; version of the set walked
+# from; cached completion (state, version, alive); the state in which the previous lexeme
+# ended at the anchor (a child continuing that lexeme is not a place where it ends)
+F_G, F_XS, F_FB, F_FBE, F_MODE, F_X, F_END, F_IDX = 0, 1, 2, 3, 4, 5, 6, 7
+F_VER, F_CG, F_CV, F_CA, F_PS = 8, 9, 10, 11, 12
+FRAME_COLS = 13
+C_VERSION = 9  # ctx slot: last set version handed out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _follows(follow, t, b):  # type: ignore[no-untyped-def]
+    """Whether byte ``b`` may start something after a lexeme of terminal ``t``."""
+    return (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1
+
+
+@njit(cache=True, nogil=True)
+def lexer_state_walk(
+    gt, lex_trans, node_byte, depth, subtree_end, tok_start, tok_count, g, bits, ends
+):  # type: ignore[no-untyped-def]
+    """Walk the token trie from lexer state ``g``.
+
+    Sets in ``bits`` (``uint32``, rank space, zeroed by the caller) every token whose bytes
+    keep the lexeme alive, and writes into ``ends`` (as ``x, child`` pairs) every edge where
+    the lexeme ends: ``x`` (the root included) leaves it in an accepting state that cannot
+    read the child's byte, and that byte may follow the terminal. Returns
+    ``(n_tokens, n_pairs)``.
+    """
+    byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
+    lex_accept = gt[H_LEX_ACCEPT]
+    follow = gt[gt[H_FOLLOW_BYTES] :]
+    t = gt[gt[H_LEX_TERM] + g]
+    max_d = 0
+    for i in range(depth.shape[0]):
+        if depth[i] > max_d:
+            max_d = depth[i]
+    states = np.empty(max_d + 2, np.int32)
+    states[0] = g
+    n_nodes = node_byte.shape[0]
+    n_tok = 0
+    n_ends = 0
+    x = 0
+    while x < n_nodes:
+        if x == 0:
+            s = g
+        else:
+            d = depth[x]
+            s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
+            if s < 0:
+                x = subtree_end[x]
+                continue
+            states[d] = s
+            c = tok_count[x]
+            if c > 0:
+                n_tok += c
+                for r in range(tok_start[x], tok_start[x] + c):
+                    bits[r >> 5] |= np.uint32(1 << (r & 31))
+        if gt[lex_accept + s] != 0 and subtree_end[x] > x + 1:
+            ch = x + 1
+            while ch < subtree_end[x]:
+                b = node_byte[ch]
+                if lex_trans[s, byte_class[b]] < 0 and _follows(follow, t, b):
+                    ends[2 * n_ends] = x
+                    ends[2 * n_ends + 1] = ch
+                    n_ends += 1
+                ch = subtree_end[ch]
+        x += 1
+    return n_tok, n_ends
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mark(out, rk, token_ids, tok_start, tok_count, x):  # type: ignore[no-untyped-def]
+    for r in range(tok_start[x], tok_start[x] + tok_count[x]):
+        t = token_ids[r]
+        out[t >> 5] |= np.uint32(1 << (t & 31))
+        rk[r >> 5] |= np.uint32(1 << (r & 31))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _all_allowed(rk, lo, hi):  # type: ignore[no-untyped-def]
+    """Whether every rank in ``[lo, hi)`` is set in the rank-space mask ``rk``."""
+    if lo >= hi:
+        return True
+    wl = lo >> 5
+    wh = (hi - 1) >> 5
+    if wl == wh:
+        m = ((0xFFFFFFFF >> (32 - (hi - lo))) << (lo & 31)) & 0xFFFFFFFF
+        return (np.int64(rk[wl]) & m) == m
+    m = (0xFFFFFFFF << (lo & 31)) & 0xFFFFFFFF
+    if (np.int64(rk[wl]) & m) != m:
+        return False
+    for w in range(wl + 1, wh):
+        if rk[w] != np.uint32(0xFFFFFFFF):
+            return False
+    m = 0xFFFFFFFF >> (31 - ((hi - 1) & 31))
+    return (np.int64(rk[wh]) & m) == m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _memo_seen(memo, gen, h, x, g):  # type: ignore[no-untyped-def]
+    """Record that tokens below trie node ``x`` were explored for a lexeme starting in state
+    ``g`` from a set with structural hash ``h``, in call ``gen``. Returns 1 if that was done
+    already, 0 if not (now recorded), -1 if the memo is full here."""
+    key = h + g * 0x1F1F1F1F1F1F1F1
+    n = memo.shape[0]
+    slot = (key ^ (x * 0x1E3779B97F4A7C15)) & (n - 1)
+    for _ in range(_MEMO_PROBES):
+        if memo[slot, 2] != gen:
+            memo[slot, 0] = key
+            memo[slot, 1] = x
+            memo[slot, 2] = gen
+            return 0
+        if memo[slot, 0] == key and memo[slot, 1] == x:
+            return 1
+        slot = (slot + 1) & (n - 1)
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _has_end_child(gt, lex_trans, subtree_end, node_byte, follow, t, s, x):  # type: ignore[no-untyped-def]
+    """Whether a lexeme of terminal ``t`` in state ``s`` at node ``x`` ends before a child."""
+    byte_class = gt[H_BYTE_CLASS]
+    ch = x + 1
+    end = subtree_end[x]
+    while ch < end:
+        b = node_byte[ch]
+        if lex_trans[s, gt[byte_class + b]] < 0 and _follows(follow, t, b):
+            return True
+        ch = subtree_end[ch]
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find_child(child_start, children, node_byte, x, b):  # type: ignore[no-untyped-def]
+    """The child of trie node ``x`` reached by byte ``b``, or -1 (binary search)."""
+    lo = child_start[x]
+    hi = child_start[x + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if node_byte[children[mid]] < b:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < child_start[x + 1] and node_byte[children[lo]] == b:
+        return children[lo]
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _walk_below(
+    gt,
+    lex_trans,
+    P,
+    L,
+    S,
+    stamp,
+    sorig,
+    ctx,
+    k,
+    ends,
+    es,
+    states,
+    frames,
+    memo,
+    node_byte,
+    depth,
+    subtree_end,
+    child_start,
+    children,
+    tok_start,
+    tok_count,
+    token_ids,
+    rank_at,
+    out,
+    rk,
+):  # type: ignore[no-untyped-def]
+    """Mark the tokens below the end edges of block ``es`` of ``ends`` whose bytes from the
+    edge's child on start with a lexeme of a lexeme item of chart set ``k``.
+
+    An end block is 257 offsets by child byte, then ``(end node, child)`` pairs sorted by
+    the child's byte. The edges whose byte some lexeme item accepts, and whose subtree is
+    not allowed entirely already, are collected as (lexeme, node, child) work and walked
+    grouped by lexeme. Each lexeme is followed through the trie with its DFA alone. Where it
+    can end with more bytes below, the chart set after that completion is built at ``k+1``
+    (reused while the set it came from is unchanged) and nested walks start there, one per
+    lexeme item. Walks run on an explicit stack: level ``r`` walks from set ``k+r``, keeps
+    its DFA state per depth in ``states[r]`` and its cursor in ``frames[r]``.
+    ``frames[0, F_VER]`` must hold the version of set ``k``. Returns 1, or a negative error.
+    """
+    byte_class = gt[H_BYTE_CLASS]
+    lex_accept = gt[H_LEX_ACCEPT]
+    lex_term = gt[H_LEX_TERM]
+    first_start = gt[H_FIRST_START]
+    first_bytes = gt[H_FIRST_BYTES]
+    follow = gt[gt[H_FOLLOW_BYTES] :]
+    l_lo = S[k, 1]
+    l_hi = S[k + 1, 1]
+    n_cls = lex_trans.shape[1]
+    # byte classes that some lexeme item of set k can start with
+    cls_ok = np.zeros(n_cls, np.uint8)
+    for idx in range(l_lo, l_hi):
+        g = L[idx, 0]
+        for c in range(n_cls):
+            if lex_trans[g, c] >= 0:
+                cls_ok[c] = 1
+    # collect (lexer state, end node, child) for the end edges whose byte some item accepts
+    work = np.empty((64, 3), np.int64)
+    n_work = 0
+    for b in range(256):
+        c = gt[byte_class + b]
+        if cls_ok[c] == 0:
+            continue
+        for i in range(ends[es + b], ends[es + b + 1]):
+            x0 = ends[es + 257 + 2 * i]
+            ch = ends[es + 258 + 2 * i]
+            if _all_allowed(rk, rank_at[ch], rank_at[subtree_end[ch]]):
+                continue
+            for idx in range(l_lo, l_hi):
+                g = L[idx, 0]
+                if lex_trans[g, c] < 0:
+                    continue
+                dup = False
+                for idx2 in range(l_lo, idx):
+                    if L[idx2, 0] == g:
+                        dup = True
+                        break
+                if dup:
+                    continue
+                if n_work == work.shape[0]:
+                    grown = np.empty((2 * n_work, 3), np.int64)
+                    grown[:n_work] = work
+                    work = grown
+                work[n_work, 0] = g
+                work[n_work, 1] = x0
+                work[n_work, 2] = ch
+                n_work += 1
+    # walk them grouped by lexer state, so each completion set is built once per state
+    order = np.argsort(work[:n_work, 0], kind="mergesort")
+    for wi in range(n_work):
+        w = order[wi]
+        g0 = work[w, 0]
+        x0 = work[w, 1]
+        ch0 = work[w, 2]
+        level = 0
+        frames[0, F_G] = g0
+        frames[0, F_XS] = x0
+        frames[0, F_FB] = 0  # no further children after ch0
+        frames[0, F_FBE] = 0
+        frames[0, F_MODE] = 0
+        frames[0, F_X] = ch0
+        frames[0, F_END] = subtree_end[ch0]
+        frames[0, F_IDX] = -1
+        states[0, depth[x0]] = g0
+        while level >= 0:
+            fk = k + level
+            if frames[level, F_IDX] >= 0:
+                # start the next nested walk at node F_X, one per distinct lexeme state
+                idx = frames[level, F_IDX]
+                hi = S[fk + 2, 1]
+                xs = frames[level, F_X]
+                nxt = -1
+                while idx < hi:
+                    g2 = L[idx, 0]
+                    dup = False
+                    for idx2 in range(S[fk + 1, 1], idx):
+                        if L[idx2, 0] == g2:
+                            dup = True
+                            break
+                    idx += 1
+                    if dup:
+                        continue
+                    seen = _memo_seen(memo, ctx[7], S[fk + 1, 3], xs, g2)
+                    if seen < 0:
+                        return ERR_MEMO
+                    if seen == 0:
+                        nxt = g2
+                        break
+                frames[level, F_IDX] = idx
+                if nxt >= 0:
+                    if level + 2 >= frames.shape[0]:
+                        return ERR_DEPTH
+                    ps = states[level, depth[xs]]
+                    level += 1
+                    frames[level, F_G] = nxt
+                    frames[level, F_XS] = xs
+                    frames[level, F_PS] = ps
+                    n_first = gt[first_start + nxt + 1] - gt[first_start + nxt]
+                    if child_start[xs + 1] - child_start[xs] <= 2 * n_first:
+                        frames[level, F_MODE] = 1
+                        frames[level, F_FB] = child_start[xs]
+                        frames[level, F_FBE] = child_start[xs + 1]
+                    else:
+                        frames[level, F_MODE] = 0
+                        frames[level, F_FB] = gt[first_start + nxt]
+                        frames[level, F_FBE] = gt[first_start + nxt + 1]
+                    frames[level, F_X] = 0
+                    frames[level, F_END] = 0
+                    frames[level, F_IDX] = -1
+                else:
+                    frames[level, F_IDX] = -1
+                    frames[level, F_X] += 1  # resume the walk after node F_X
+                continue
+            fg = frames[level, F_G]
+            if frames[level, F_X] >= frames[level, F_END]:
+                # enter the subtree of the next child that the lexeme can start with
+                fb = frames[level, F_FB]
+                if fb >= frames[level, F_FBE]:
+                    level -= 1
+                    continue
+                frames[level, F_FB] = fb + 1
+                xs = frames[level, F_XS]
+                if frames[level, F_MODE] == 0:
+                    ch = _find_child(child_start, children, node_byte, xs, gt[first_bytes + fb])
+                else:
+                    ch = children[fb]
+                    if lex_trans[fg, gt[byte_class + node_byte[ch]]] < 0:
+                        ch = -1
+                if ch >= 0:
+                    # the previous lexeme must end here: not if it can read this byte
+                    cb = gt[byte_class + node_byte[ch]]
+                    if lex_trans[frames[level, F_PS], cb] >= 0 or not _follows(
+                        follow, gt[lex_term + frames[level, F_PS]], node_byte[ch]
+                    ):
+                        ch = -1
+                if ch >= 0:
+                    frames[level, F_X] = ch
+                    frames[level, F_END] = subtree_end[ch]
+                    states[level, depth[xs]] = fg
+                continue
+            t = gt[lex_term + fg]
+            x = frames[level, F_X]
+            end = frames[level, F_END]
+            suspended = False
+            while x < end:
+                sub = subtree_end[x]
+                if _all_allowed(rk, rank_at[x], rank_at[sub]):
+                    x = sub  # nothing new to find below
+                    continue
+                d = depth[x]
+                s = lex_trans[states[level, d - 1], gt[byte_class + node_byte[x]]]
+                if s < 0:
+                    x = sub
+                    continue
+                states[level, d] = s
+                _mark(out, rk, token_ids, tok_start, tok_count, x)
+                if (
+                    gt[lex_accept + s] != 0
+                    and sub > x + 1
+                    and _has_end_child(gt, lex_trans, subtree_end, node_byte, follow, t, s, x)
+                ):
+                    # completion of `fg` from set fk, at fk+1: reuse while still valid
+                    if frames[level, F_CG] != fg or frames[level, F_CV] != frames[level, F_VER]:
+                        r = complete_state(gt, lex_trans, P, L, S, stamp, sorig, ctx, fk + 1, fg)
+                        if r < 0:
+                            return r
+                        ctx[C_VERSION] += 1
+                        frames[level + 1, F_VER] = ctx[C_VERSION]
+                        frames[level, F_CG] = fg
+                        frames[level, F_CV] = frames[level, F_VER]
+                        frames[level, F_CA] = 1 if r > 0 else 0
+                    if frames[level, F_CA] > 0:
+                        frames[level, F_X] = x
+                        frames[level, F_IDX] = S[fk + 1, 1]
+                        suspended = True
+                        break
+                x += 1
+            if not suspended:
+                frames[level, F_X] = end
+    return 1
+
+
+@njit(cache=True, nogil=True)
+def fill_mask(
+    gt,
+    lex_trans,
+    P,
+    L,
+    S,
+    stamp,
+    sorig,
+    ctx,
+    n_sets,
+    node_byte,
+    depth,
+    subtree_end,
+    child_start,
+    children,
+    tok_start,
+    tok_count,
+    token_ids,
+    rank_at,
+    cmeta,
+    acc_dense,
+    acc_rank,
+    acc_sparse,
+    ends,
+    eos_ids,
+    states,
+    frames,
+    memo,
+    out,
+    rk,
+):  # type: ignore[no-untyped-def]
+    """Write the allowed-token mask after the input (top set ``n_sets-1``) into ``out``.
+
+    ``out``: ``uint32 [W]`` (id space); scratch: ``rk``: ``uint32`` rank-space mask,
+    ``states``: ``int32 [max_depth+2, max_depth+2]``, ``frames``: ``int64 [max_depth+2,
+    FRAME_COLS]``, ``memo``: ``int64 [2^k, 3]``. Returns 0 on success, ``g + 1`` if lexer
+    state ``g`` has no cache yet (nothing written; the caller builds it and calls again), or
+    a negative error: grow the chart, or the memo for ``ERR_MEMO``, and call again.
+    """
+    j = n_sets - 1
+    ni = gt[H_NI]
+    G = gt[H_G]
+    seen = ni + G + gt[H_NN]
+    lex_is_start = gt[H_LEX_IS_START]
+    lex_term = gt[H_LEX_TERM]
+    special_term = gt[H_SPECIAL_TERM]
+    l_lo = S[j, 1]
+    l_hi = S[j + 1, 1]
+    for idx in range(l_lo, l_hi):
+        if cmeta[L[idx, 0], M_KIND] == KIND_MISSING:
+            return L[idx, 0] + 1
+    for w in range(out.shape[0]):
+        out[w] = 0
+    for w in range(rk.shape[0]):
+        rk[w] = 0
+    if S[j, 2] != 0:
+        for e in eos_ids:
+            out[e >> 5] |= np.uint32(1 << (e & 31))
+    # 1. tokens that stay inside the current lexeme: cached per lexer state
+    ctx[6] += 1
+    ser = ctx[6]
+    n_words = out.shape[0]
+    n_rwords = rk.shape[0]
+    for idx in range(l_lo, l_hi):
+        g = L[idx, 0]
+        if stamp[seen + g] == ser:
+            continue
+        stamp[seen + g] = ser
+        kind = cmeta[g, M_KIND]
+        if kind == KIND_DENSE:
+            row = acc_dense[cmeta[g, M_IDX]]
+            for w in range(n_words):
+                out[w] |= row[w]
+            rrow = acc_rank[cmeta[g, M_IDX]]
+            for w in range(n_rwords):
+                rk[w] |= rrow[w]
+        else:
+            a = cmeta[g, M_IDX]
+            for i in range(a, a + cmeta[g, M_LEN]):
+                r = acc_sparse[i]
+                t = token_ids[r]
+                out[t >> 5] |= np.uint32(1 << (t & 31))
+                rk[r >> 5] |= np.uint32(1 << (r & 31))
+        if gt[lex_is_start + g] != 0:
+            sp = gt[special_term + gt[lex_term + g]]
+            if sp >= 0:
+                out[sp >> 5] |= np.uint32(1 << (sp & 31))
+    # special tokens that may follow once the pending lexemes end
+    if gt[H_N_SPECIAL] > 0:
+        r = end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, n_sets, -1, -1)
+        if r < 0:
+            return r
+        if r > 0:
+            for idx in range(S[n_sets, 1], S[n_sets + 1, 1]):
+                g = L[idx, 0]
+                if gt[lex_is_start + g] != 0:
+                    sp = gt[special_term + gt[lex_term + g]]
+                    if sp >= 0:
+                        out[sp >> 5] |= np.uint32(1 << (sp & 31))
+    # 2. tokens inside which the lexeme ends: walk on from the recorded end edges
+    ctx[6] += 1
+    ser = ctx[6]
+    ctx[7] += 1  # memo generation
+    k = n_sets
+    for i in range(frames.shape[0]):
+        frames[i, F_CG] = -1
+    for idx in range(l_lo, l_hi):
+        g = L[idx, 0]
+        if stamp[seen + g] == ser:
+            continue
+        stamp[seen + g] = ser
+        if cmeta[g, M_NENDS] == 0:
+            continue
+        r = complete_state(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, g)
+        if r < 0:
+            return r
+        if r == 0:
+            continue
+        ctx[C_VERSION] += 1
+        frames[0, F_VER] = ctx[C_VERSION]
+        r = _walk_below(
+            gt,
+            lex_trans,
+            P,
+            L,
+            S,
+            stamp,
+            sorig,
+            ctx,
+            k,
+            ends,
+            cmeta[g, M_ENDS],
+            states,
+            frames,
+            memo,
+            node_byte,
+            depth,
+            subtree_end,
+            child_start,
+            children,
+            tok_start,
+            tok_count,
+            token_ids,
+            rank_at,
+            out,
+            rk,
+        )
+        if r < 0:
+            return r
+    return 0

@@ -1,0 +1,372 @@
+"""Matcher: the state of one sequence under a compiled grammar.
+
+A matcher owns a byte-level Earley chart (``kernels/earley.py``). Each consumed token
+appends the chart sets for its bytes; rollback pops them. The matcher never fails open:
+a token the grammar does not allow raises :class:`TokenRejectedError` and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import CompileBudgetError, CorralError, MatcherStateError, TokenRejectedError
+from .bitmask import as_numpy_bitmask
+from .compiled import CompiledGrammar
+from .kernels import earley, mask
+from .vocabulary import EOS, NORMAL, SPECIAL
+
+_INITIAL_P = 512
+_INITIAL_L = 512
+_INITIAL_S = 512
+_MAX_FORCED_BYTES = 4096
+_MAX_MEMO = 1 << 22
+
+
+class Matcher:
+    """Per-sequence state: which tokens may come next, given the tokens consumed so far.
+
+    Create one with :meth:`CompiledGrammar.matcher`. Not thread-safe (one matcher per
+    sequence); the :class:`CompiledGrammar` it reads is.
+    """
+
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        self.compiled = compiled
+        t = compiled.tables
+        self._gt = t.gt
+        self._lex = t.lex_trans
+        self._P, self._L, self._S, self._stamp, self._sorig, self._ctx = earley.new_chart(
+            t.n_items, t.n_lexer_states, t.n_nonterminals, _INITIAL_P, _INITIAL_L, _INITIAL_S
+        )
+        self._memo = np.zeros((mask.MEMO_SIZE, 3), np.int64)
+        self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._history: list[tuple[int, bool]] = []  # (n_sets before the token, finished before)
+        self._finished = False
+        self._n_sets = 0
+        if self._call(earley.init_chart) != 1:  # pragma: no cover - normalisation rules it out
+            raise CorralError("the grammar accepts nothing")
+        self._n_sets = 1
+
+    # -- kernel calls -------------------------------------------------------------------
+    def _call(self, kernel: Callable[..., Any], *args: Any) -> int:
+        """Run a chart kernel, growing the chart and retrying on a capacity error."""
+        while True:
+            st = int(
+                kernel(
+                    self._gt,
+                    self._lex,
+                    self._P,
+                    self._L,
+                    self._S,
+                    self._stamp,
+                    self._sorig,
+                    self._ctx,
+                    *args,
+                )
+            )
+            if st >= 0 or st < earley.ERR_S:
+                return st
+            self._grow(st)
+
+    def _grow(self, code: int) -> None:
+        if code == earley.ERR_P:
+            self._P = _grow_rows(self._P)
+        elif code == earley.ERR_L:
+            self._L = _grow_rows(self._L)
+        elif code == earley.ERR_S:
+            self._S = _grow_rows(self._S)
+        else:  # pragma: no cover
+            raise CorralError(f"internal error code {code}")
+
+    # -- queries ----------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self.compiled.vocab_size
+
+    def is_accepting(self) -> bool:
+        """Whether the tokens consumed so far form a complete word of the grammar."""
+        return bool(self._S[self._n_sets - 1, 2])
+
+    def is_finished(self) -> bool:
+        """Whether an EOS token has been consumed."""
+        return self._finished
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of tokens consumed (and not rolled back)."""
+        return len(self._history)
+
+    # -- masks ------------------------------------------------------------------------
+    def fill_bitmask(self, out: Any, row: int = 0) -> None:
+        """Write the allowed next tokens into row ``row`` of ``out``.
+
+        ``out``: ``int32 [batch, ceil(V/32)]`` (NumPy or CPU torch), bit set = allowed. EOS
+        tokens are allowed exactly when :meth:`is_accepting`; after EOS only EOS is allowed.
+        """
+        arr = as_numpy_bitmask(out, self.compiled.vocab_size)
+        if not 0 <= row < arr.shape[0]:
+            raise ValueError(f"row {row} is outside the bitmask's batch of {arr.shape[0]}")
+        self._fill_row(arr[row].view(np.uint32))
+
+    def _fill_row(self, dst: np.ndarray) -> None:
+        c = self.compiled
+        if self._finished:
+            dst[:] = 0
+            for e in c.eos_ids.tolist():
+                dst[e >> 5] |= np.uint32(1 << (e & 31))
+            return
+        trie = c.vocab.trie
+        states, frames, rk = self._walk_scratch()
+        while True:
+            cmeta, dense, dense_rank, sparse, ends = c.lexer_cache()
+            st = self._call(
+                mask.fill_mask, self._n_sets, trie.node_byte, trie.depth, trie.subtree_end,
+                trie.child_start, trie.children, trie.tok_start, trie.tok_count,
+                trie.token_ids, trie.rank_at, cmeta, dense, dense_rank, sparse, ends,
+                c.eos_ids, states, frames, self._memo, dst, rk,
+            )  # fmt: skip
+            if st == 0:
+                return
+            if st > 0:  # a lexer state without a token cache yet
+                top = self._S[self._n_sets - 1, 1], self._S[self._n_sets, 1]
+                c.ensure_cached(self._L[top[0] : top[1], 0])
+            elif st == mask.ERR_MEMO:
+                if self._memo.shape[0] >= _MAX_MEMO:
+                    raise CompileBudgetError(
+                        "computing this mask explored more than "
+                        f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the grammar "
+                        "is too ambiguous at this point"
+                    )
+                self._memo = np.zeros((2 * self._memo.shape[0], 3), np.int64)
+            else:  # pragma: no cover - nested walks are one level per byte
+                raise CorralError(f"internal error code {st}")
+
+    def _walk_scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._scratch is None:
+            d = self.compiled.vocab.trie.max_depth + 2
+            self._scratch = (
+                np.zeros((d, d), np.int32),
+                np.zeros((d, mask.FRAME_COLS), np.int64),
+                np.zeros(self.compiled.rank_words, np.uint32),
+            )
+        return self._scratch
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """The allowed next token ids, sorted (convenience; uses a full mask)."""
+        buf = np.zeros(self.compiled.words, np.uint32)
+        self._fill_row(buf)
+        bits = np.unpackbits(buf.view(np.uint8), bitorder="little")[: self.compiled.vocab_size]
+        return np.flatnonzero(bits)
+
+    # -- consuming --------------------------------------------------------------------
+    def consume(self, token_id: int) -> None:
+        """Advance by one token; raise :class:`TokenRejectedError` if it is not allowed.
+
+        On rejection the matcher is unchanged.
+        """
+        tid = int(token_id)
+        c = self.compiled
+        if not 0 <= tid < c.vocab_size:
+            raise TokenRejectedError(
+                tid, f"token id {tid} is outside the vocabulary (size {c.vocab_size})"
+            )
+        kind = int(c._kinds[tid])
+        before = (self._n_sets, self._finished)
+        if self._finished:
+            if kind == EOS:
+                self._history.append(before)
+                return
+            raise TokenRejectedError(tid, f"token {tid} after EOS: the output is finished")
+        if kind == EOS:
+            if not self.is_accepting():
+                raise TokenRejectedError(tid, f"EOS token {tid} before the output is complete")
+            self._finished = True
+            self._history.append(before)
+            return
+        if kind == NORMAL:
+            data, start, stop = c.token_data(tid)
+            n = self._call(earley.consume_bytes, self._n_sets, data, start, stop)
+        elif kind == SPECIAL and tid in c._special_term_of_token:
+            n = self._call(earley.consume_special, self._n_sets, c.special_start_state(tid))
+        else:
+            n = 0
+        if n <= 0:
+            text = c.vocab.token_bytes(tid)
+            raise TokenRejectedError(
+                tid,
+                f"token {tid} ({text!r}) is not allowed by the grammar after "
+                f"{self.num_tokens} tokens",
+            )
+        self._n_sets = n
+        self._history.append(before)
+
+    def consume_tokens(self, token_ids: Iterable[int]) -> None:
+        """Consume several tokens; on a rejection, the tokens before it stay consumed."""
+        for t in token_ids:
+            self.consume(t)
+
+    def try_consume(self, token_id: int) -> bool:
+        """Like :meth:`consume` but returns ``False`` instead of raising on rejection."""
+        try:
+            self.consume(token_id)
+        except TokenRejectedError:
+            return False
+        return True
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """How many leading tokens of ``token_ids`` would be accepted (state unchanged)."""
+        n = 0
+        for t in token_ids:
+            if not self.try_consume(t):
+                break
+            n += 1
+        self.rollback(n)
+        return n
+
+    def consume_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes (e.g. a prompt tail); returns ``False`` and changes nothing
+        if they are not a valid continuation. Not recorded as a token: it cannot be rolled
+        back on its own, only together with the token consumed before it.
+        """
+        if self._finished:
+            return False
+        arr = np.frombuffer(bytes(data), dtype=np.uint8)
+        n = self._call(earley.consume_bytes, self._n_sets, arr, 0, arr.shape[0])
+        if n <= 0:
+            return False
+        self._n_sets = n
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` consumed tokens."""
+        if num_tokens < 0 or num_tokens > len(self._history):
+            raise MatcherStateError(
+                f"cannot roll back {num_tokens} tokens: {len(self._history)} consumed"
+            )
+        if num_tokens == 0:
+            return
+        n_sets, finished = self._history[-num_tokens]
+        del self._history[-num_tokens:]
+        self._n_sets = n_sets
+        self._finished = finished
+
+    def reset(self) -> None:
+        """Back to the start of the grammar."""
+        self.rollback(len(self._history))
+
+    def fork(self) -> Matcher:
+        """An independent copy of this matcher (same position, separate future)."""
+        new = object.__new__(Matcher)
+        new.compiled = self.compiled
+        new._gt, new._lex = self._gt, self._lex
+        new._P = _copy_rows(self._P, int(self._S[self._n_sets, 0]))
+        new._L = _copy_rows(self._L, int(self._S[self._n_sets, 1]))
+        new._S = _copy_rows(self._S, self._n_sets + 1)
+        new._stamp = np.full_like(self._stamp, -1)
+        new._sorig = np.zeros_like(self._sorig)
+        new._ctx = self._ctx.copy()
+        new._memo = np.zeros((mask.MEMO_SIZE, 3), np.int64)
+        new._scratch = None
+        new._history = list(self._history)
+        new._finished = self._finished
+        new._n_sets = self._n_sets
+        return new
+
+    # -- fast-forward -----------------------------------------------------------------
+    def forced_bytes(self) -> bytes:
+        """Bytes every valid continuation starts with (empty if the next byte is a choice
+        or the output may end here)."""
+        if self._finished:
+            return b""
+        allowed = np.zeros(256, np.int32)
+        one = np.zeros(1, np.uint8)
+        saved = self._n_sets
+        forced = bytearray()
+        try:
+            while len(forced) < _MAX_FORCED_BYTES and not self.is_accepting():
+                if self._call(earley.allowed_bytes, self._n_sets, allowed) != 1:
+                    break
+                one[0] = int(np.flatnonzero(allowed)[0])
+                n = self._call(earley.consume_bytes, self._n_sets, one, 0, 1)
+                if n <= 0:  # pragma: no cover - the byte was just found allowed
+                    break
+                self._n_sets = n
+                forced.append(int(one[0]))
+        finally:
+            self._n_sets = saved
+        return bytes(forced)
+
+    def forced_tokens(self) -> list[int]:
+        """Tokens the grammar forces next, for fast-forward (possibly empty).
+
+        The forced bytes are cut into the longest vocabulary tokens, left to right; a final
+        token is dropped while some token could extend it past the forced bytes (so the
+        model keeps the choice of merging it with what follows). Each returned token is
+        checked to be allowed in turn.
+        """
+        data = self.forced_bytes()
+        if not data:
+            return []
+        trie = self.compiled.vocab.trie
+        tokens: list[tuple[int, int]] = []  # (token, start)
+        i = 0
+        while i < len(data):
+            tok, ln = _longest_token(trie, data, i)
+            if tok < 0:
+                break
+            tokens.append((tok, i))
+            i += ln
+        while tokens and _extends_beyond(trie, data, tokens[-1][1]):
+            tokens.pop()
+        n_ok = 0
+        for t, _ in tokens:
+            if not self.try_consume(t):
+                break
+            n_ok += 1
+        self.rollback(n_ok)
+        return [t for t, _ in tokens[:n_ok]]
+
+
+def _grow_rows(a: np.ndarray) -> np.ndarray:
+    new = np.zeros((a.shape[0] * 2, *a.shape[1:]), a.dtype)
+    new[: a.shape[0]] = a
+    return new
+
+
+def _copy_rows(a: np.ndarray, used: int) -> np.ndarray:
+    new = np.zeros_like(a)
+    new[:used] = a[:used]
+    return new
+
+
+def _child(trie: Any, node: int, byte: int) -> int:
+    lo, hi = int(trie.child_start[node]), int(trie.child_start[node + 1])
+    kids = trie.children[lo:hi]
+    j = int(np.searchsorted(trie.node_byte[kids], byte))
+    if j < len(kids) and int(trie.node_byte[kids[j]]) == byte:
+        return int(kids[j])
+    return -1
+
+
+def _longest_token(trie: Any, data: bytes, i: int) -> tuple[int, int]:
+    node, best, best_len = 0, -1, 0
+    for k in range(i, len(data)):
+        node = _child(trie, node, data[k])
+        if node < 0:
+            break
+        if trie.tok_count[node] > 0:
+            best = int(trie.token_ids[trie.tok_start[node]])
+            best_len = k - i + 1
+    return best, best_len
+
+
+def _extends_beyond(trie: Any, data: bytes, start: int) -> bool:
+    """Whether some token starts with ``data[start:]`` and is longer than it."""
+    node = 0
+    for k in range(start, len(data)):
+        node = _child(trie, node, data[k])
+        if node < 0:
+            return False
+    return int(trie.subtree_end[node]) > node + 1

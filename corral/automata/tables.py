@@ -1,0 +1,322 @@
+"""Grammar IR → flat parser and lexer tables for the kernels.
+
+The parser is an Earley recogniser that reads **bytes**: its chart has one set per byte
+position, holding
+
+* parser items ``(dotted rule, origin set)`` as in any Earley parser, and
+* lexeme items ``(lexer state, origin set)``: a terminal being read, in the global lexer
+  state ``g`` (all terminal DFAs laid side by side), whose completion will advance the
+  parser items of the origin set that expect that terminal.
+
+A lexeme may end at any byte where its DFA accepts (exact context-free semantics, no
+longest-match rule). Ignored terminals (``%ignore``) may occur between any two lexemes and
+at both ends; when one completes, the new set gets the origin set's fresh lexeme items.
+
+Everything the kernels need is packed into one ``int32`` array ``gt`` (header + sections)
+and the 2-D lexer transition table ``lex_trans`` (rows: lexer states, columns: byte
+classes), so a kernel call passes few arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..grammar.ir import Grammar
+
+# header slots of `gt`
+H_NT = 0  # number of terminals
+H_NN = 1  # number of nonterminals
+H_NI = 2  # number of dotted items
+H_G = 3  # number of lexer states
+H_FINAL = 4  # item S' -> start .
+H_START = 5  # item S' -> . start
+H_NCLS = 6  # number of byte classes
+H_ITEM_SYM = 7  # [NI] next symbol: terminal t, or NT + nonterminal, or -1 (complete)
+H_ITEM_LHS = 8  # [NI] left-hand nonterminal
+H_PRED_START = 9  # [NN+1] CSR offsets into PRED_ITEMS
+H_PRED_ITEMS = 10  # initial items of each nonterminal's productions
+H_NULLABLE = 11  # [NN]
+H_TERM_START = 12  # [NT] global lexer start state of each terminal
+H_TERM_IGNORE = 13  # [NT] 1 if the terminal is ignored (%ignore)
+H_LEX_TERM = 14  # [G] terminal of each lexer state
+H_LEX_ACCEPT = 15  # [G] 1 if the lexer state accepts
+H_BYTE_CLASS = 16  # [256] byte -> byte class
+H_IGNORE_LIST = 17  # [N_IGNORE] ignored terminals
+H_N_IGNORE = 18
+H_LEX_IS_START = 19  # [G] 1 if the state is a terminal's start state
+H_SPECIAL_TERM = 20  # [NT] special token id a terminal stands for, or -1
+H_FOLLOW_BYTES = 21  # [NT * 8] 256-bit sets: bytes that may start a lexeme after terminal t
+# slot 22 unused
+H_FIRST_START = 23  # [G+1] CSR offsets into FIRST_BYTES (empty unless a start state)
+H_FIRST_BYTES = 24  # bytes a terminal's lexeme can start with, per start state
+H_N_SPECIAL = 25  # number of terminals that stand for special tokens
+HEADER_LEN = 32
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Flat tables of one grammar.
+
+    Attributes:
+        gt: ``int32`` header + sections (see the ``H_*`` constants).
+        lex_trans: ``int32 [G, n_classes]``; next lexer state or ``-1``.
+        terminal_names / nonterminal_names: index → name.
+        term_literal: terminal index → its literal text or ``None``.
+    """
+
+    gt: np.ndarray
+    lex_trans: np.ndarray
+    terminal_names: tuple[str, ...]
+    nonterminal_names: tuple[str, ...]
+    term_literal: tuple[str | None, ...]
+    term_offsets: np.ndarray  # [NT+1] first global lexer state of each terminal
+
+    def header(self, slot: int) -> int:
+        return int(self.gt[slot])
+
+    def section(self, slot: int, length: int) -> np.ndarray:
+        off = int(self.gt[slot])
+        return self.gt[off : off + length]
+
+    @property
+    def n_terminals(self) -> int:
+        return int(self.gt[H_NT])
+
+    @property
+    def n_lexer_states(self) -> int:
+        return int(self.gt[H_G])
+
+    @property
+    def n_items(self) -> int:
+        return int(self.gt[H_NI])
+
+    @property
+    def n_nonterminals(self) -> int:
+        return int(self.gt[H_NN])
+
+    def lex_term(self) -> np.ndarray:
+        return self.section(H_LEX_TERM, self.n_lexer_states)
+
+    def lex_accept(self) -> np.ndarray:
+        return self.section(H_LEX_ACCEPT, self.n_lexer_states)
+
+    def byte_class(self) -> np.ndarray:
+        return self.section(H_BYTE_CLASS, 256)
+
+    def nbytes(self) -> int:
+        return int(self.gt.nbytes + self.lex_trans.nbytes)
+
+
+def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) -> Tables:
+    """Lay out ``grammar`` as flat tables. ``special_terms``: terminal name → special token id."""
+    special_terms = special_terms or {}
+    term_names = sorted(grammar.terminals)
+    t_index = {n: i for i, n in enumerate(term_names)}
+    nt_names = ["__S'", *grammar.nonterminals()]
+    n_index = {n: i for i, n in enumerate(nt_names)}
+    NT, NN = len(term_names), len(nt_names)
+
+    def sym(name: str) -> int:
+        return t_index[name] if name in t_index else NT + n_index[name]
+
+    # productions: S' -> start first
+    prods: list[tuple[int, list[int]]] = [(0, [sym(grammar.start)])]
+    for r in grammar.rules:
+        prods.append((n_index[r.lhs], [sym(s) for s in r.rhs]))
+    item_sym: list[int] = []
+    item_lhs: list[int] = []
+    first_item: list[int] = []
+    for lhs, rhs in prods:
+        first_item.append(len(item_sym))
+        for s in rhs:
+            item_sym.append(s)
+            item_lhs.append(lhs)
+        item_sym.append(-1)
+        item_lhs.append(lhs)
+    NI = len(item_sym)
+    by_nt: list[list[int]] = [[] for _ in range(NN)]
+    for p, (lhs, _rhs) in enumerate(prods):
+        by_nt[lhs].append(first_item[p])
+    pred_start = np.zeros(NN + 1, np.int32)
+    pred_items: list[int] = []
+    for a in range(NN):
+        pred_items.extend(by_nt[a])
+        pred_start[a + 1] = len(pred_items)
+    # nullable nonterminals
+    nullable = np.zeros(NN, np.int32)
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in prods:
+            if not nullable[lhs] and all(s >= NT and nullable[s - NT] for s in rhs):
+                nullable[lhs] = 1
+                changed = True
+
+    # lexer: all terminal DFAs side by side
+    offsets = np.zeros(NT + 1, np.int32)
+    for i, n in enumerate(term_names):
+        offsets[i + 1] = offsets[i] + grammar.terminals[n].dfa.n_states
+    G = int(offsets[-1])
+    full = np.full((G, 256), -1, np.int32)
+    lex_term = np.zeros(G, np.int32)
+    lex_accept = np.zeros(G, np.int32)
+    lex_is_start = np.zeros(G, np.int32)
+    for i, n in enumerate(term_names):
+        d = grammar.terminals[n].dfa
+        o = int(offsets[i])
+        full[o : o + d.n_states] = np.where(d.trans >= 0, d.trans + o, -1)
+        lex_term[o : o + d.n_states] = i
+        lex_accept[o : o + d.n_states] = d.accept
+        lex_is_start[o] = 1
+        if n in special_terms:
+            full[o : o + d.n_states] = -1  # matched by its special token only, never by bytes
+    if G:
+        cols, byte_class = np.unique(full.T, axis=0, return_inverse=True)
+        byte_class = byte_class.reshape(-1).astype(np.int32)
+        lex_trans = np.ascontiguousarray(cols.T.astype(np.int32))
+    else:  # pragma: no cover - normalisation guarantees at least one terminal
+        byte_class = np.zeros(256, np.int32)
+        lex_trans = np.full((0, 1), -1, np.int32)
+    n_cls = lex_trans.shape[1]
+    term_ignore = np.zeros(NT, np.int32)
+    ignore_list = [t_index[n] for n in grammar.ignore]
+    for i in ignore_list:
+        term_ignore[i] = 1
+    special = np.full(NT, -1, np.int32)
+    for name, tok in special_terms.items():
+        special[t_index[name]] = tok
+    dfas = [grammar.terminals[n].dfa for n in term_names]
+    special_idx = {t_index[n] for n in special_terms}
+    follow_bits = _follow_bytes(prods, NT, NN, nullable, dfas, set(ignore_list), special_idx)
+
+    first_start = np.zeros(G + 1, np.int32)
+    first_bytes: list[np.ndarray] = []
+    for gi in range(G):
+        if lex_is_start[gi]:
+            first_bytes.append(np.flatnonzero(lex_trans[gi, byte_class] >= 0).astype(np.int32))
+        else:
+            first_bytes.append(np.zeros(0, np.int32))
+        first_start[gi + 1] = first_start[gi] + first_bytes[-1].shape[0]
+    sections: list[tuple[int, np.ndarray]] = [
+        (H_ITEM_SYM, np.array(item_sym, np.int32)),
+        (H_ITEM_LHS, np.array(item_lhs, np.int32)),
+        (H_PRED_START, pred_start),
+        (H_PRED_ITEMS, np.array(pred_items, np.int32)),
+        (H_NULLABLE, nullable),
+        (H_TERM_START, offsets[:-1].copy()),
+        (H_TERM_IGNORE, term_ignore),
+        (H_LEX_TERM, lex_term),
+        (H_LEX_ACCEPT, lex_accept),
+        (H_BYTE_CLASS, byte_class),
+        (H_IGNORE_LIST, np.array(ignore_list, np.int32)),
+        (H_LEX_IS_START, lex_is_start),
+        (H_SPECIAL_TERM, special),
+        (H_FOLLOW_BYTES, follow_bits),
+        (H_FIRST_START, first_start),
+        (H_FIRST_BYTES, np.concatenate(first_bytes) if first_bytes else np.zeros(0, np.int32)),
+    ]
+    total = HEADER_LEN + sum(a.shape[0] for _, a in sections)
+    gt = np.zeros(total, np.int32)
+    gt[H_NT], gt[H_NN], gt[H_NI], gt[H_G] = NT, NN, NI, G
+    gt[H_FINAL] = first_item[0] + 1
+    gt[H_START] = first_item[0]
+    gt[H_NCLS] = n_cls
+    gt[H_N_IGNORE] = len(ignore_list)
+    gt[H_N_SPECIAL] = len(special_terms)
+    pos = HEADER_LEN
+    for slot, arr in sections:
+        gt[slot] = pos
+        gt[pos : pos + arr.shape[0]] = arr
+        pos += arr.shape[0]
+    gt.setflags(write=False)
+    lex_trans.setflags(write=False)
+    return Tables(
+        gt,
+        lex_trans,
+        tuple(term_names),
+        tuple(nt_names),
+        tuple(grammar.terminals[n].literal for n in term_names),
+        offsets,
+    )
+
+
+def _follow_bytes(
+    prods: list[tuple[int, list[int]]],
+    NT: int,
+    NN: int,
+    nullable: np.ndarray,
+    dfas: list,  # type: ignore[type-arg]
+    ignore: set[int],
+    special: set[int],
+) -> np.ndarray:
+    """For each terminal, the bytes that may start a lexeme right after one of its lexemes.
+
+    An over-approximation from the grammar's FOLLOW sets (ignored terminals may follow
+    anything, and anything may follow them). Returned as ``int32 [NT * 8]`` bit sets.
+    """
+    first_nt: list[set[int]] = [set() for _ in range(NN)]
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in prods:
+            acc: set[int] = set()
+            for s in rhs:
+                if s < NT:
+                    acc.add(s)
+                    break
+                acc |= first_nt[s - NT]
+                if not nullable[s - NT]:
+                    break
+            if not acc <= first_nt[lhs]:
+                first_nt[lhs] |= acc
+                changed = True
+    follow_nt: list[set[int]] = [set() for _ in range(NN)]
+    follow_t: list[set[int]] = [set() for _ in range(NT)]
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in prods:
+            for i, s in enumerate(rhs):
+                fol: set[int] = set()
+                rest_nullable = True
+                for s2 in rhs[i + 1 :]:
+                    if s2 < NT:
+                        fol.add(s2)
+                        rest_nullable = False
+                        break
+                    fol |= first_nt[s2 - NT]
+                    if not nullable[s2 - NT]:
+                        rest_nullable = False
+                        break
+                if rest_nullable:
+                    fol |= follow_nt[lhs]
+                target = follow_t[s] if s < NT else follow_nt[s - NT]
+                if not fol <= target:
+                    target |= fol
+                    changed = True
+    first_bytes = []
+    for d in dfas:
+        fb = np.zeros(256, bool)
+        if d.n_states:
+            fb = d.trans[0] >= 0
+        first_bytes.append(fb)
+    ign_bytes = np.zeros(256, bool)
+    for i in ignore:
+        ign_bytes |= first_bytes[i]
+    all_bytes = np.zeros(256, bool)
+    for i in range(NT):
+        if i not in special:
+            all_bytes |= first_bytes[i]
+    out = np.zeros(NT * 8, np.int32)
+    for t in range(NT):
+        if t in ignore:
+            fb = all_bytes.copy()
+        else:
+            fb = ign_bytes.copy()
+            for u in follow_t[t]:
+                if u not in special:
+                    fb |= first_bytes[u]
+        out[t * 8 : t * 8 + 8] = np.packbits(fb, bitorder="little").view(np.int32)
+    return out

@@ -1,0 +1,189 @@
+"""The exact byte string of every token of a Hugging Face tokenizer.
+
+Two families are supported, recognised from the tokenizer's decoder:
+
+* **byte-level BPE** (GPT-2, Llama-3, Qwen2, DeepSeek-Coder): every character of a token
+  string stands for one byte through GPT-2's ``bytes_to_unicode`` table.
+* **SentencePiece-style** (Llama-2, Phi-3, Gemma): ``▁`` stands for a space and
+  ``<0xNN>`` tokens are single raw bytes (byte fallback); other text is UTF-8.
+
+Tokens that decode to the same bytes as their text inside a sequence are what a grammar
+sees; the leading space that some SentencePiece decoders strip at the start of a sequence
+is kept (it is real content anywhere else). Any other tokenizer family raises
+:class:`~corral.errors.TokenizerError` rather than guessing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import TokenizerError
+
+_BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+@functools.lru_cache(maxsize=1)
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's inverse ``bytes_to_unicode`` table: printable character → byte value."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    bs += list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs, strict=False)}
+
+
+@dataclass
+class TokenizerBytes:
+    """What :func:`extract` finds in a tokenizer.
+
+    Attributes:
+        token_bytes: for ids ``0..n-1``: the token's bytes (special tokens: their text).
+        special: ids of special tokens (control tokens never produced from text).
+        added: ids of added tokens that are not marked special (e.g. Gemma's newline runs,
+            DeepSeek's ``<|EOT|>``); :meth:`Vocabulary.from_hf` decides which count as text.
+        family: ``"byte_level"`` or ``"sentencepiece"``.
+        eos_token_id: the tokenizer's own EOS id, if any.
+    """
+
+    token_bytes: list[bytes]
+    special: set[int]
+    added: set[int]
+    family: str
+    eos_token_id: int | None
+
+
+def _decoder_types(node: Any) -> list[str]:
+    if not isinstance(node, dict):
+        return []
+    out = [str(node.get("type"))]
+    for sub in node.get("decoders", []) or []:
+        out += _decoder_types(sub)
+    return out
+
+
+def _backend_json(tokenizer: Any) -> dict[str, Any] | None:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is None or not hasattr(backend, "to_str"):
+        return None
+    try:
+        return json.loads(backend.to_str())  # type: ignore[no-any-return]
+    except Exception:  # pragma: no cover - exotic backends
+        return None
+
+
+def extract(tokenizer: Any) -> TokenizerBytes:
+    """Read the byte string of every token id of a Hugging Face ``tokenizer``."""
+    spec = _backend_json(tokenizer)
+    if spec is None:
+        raise TokenizerError(
+            f"{type(tokenizer).__name__}: corral needs a Hugging Face tokenizer with a "
+            "`tokenizers` backend (a fast tokenizer) to read exact token bytes"
+        )
+    model = spec.get("model") or {}
+    dec_types = _decoder_types(spec.get("decoder"))
+    if "ByteLevel" in dec_types:
+        family = "byte_level"
+    elif (
+        "ByteFallback" in dec_types
+        or "Metaspace" in dec_types
+        or ("Replace" in dec_types and model.get("type") in ("BPE", "Unigram"))
+    ):
+        family = "sentencepiece"
+    else:
+        raise TokenizerError(
+            f"unsupported tokenizer decoder {dec_types or None} (model {model.get('type')}): "
+            "corral supports byte-level BPE and SentencePiece-style tokenizers"
+        )
+    byte_fallback = bool(model.get("byte_fallback")) or "ByteFallback" in dec_types
+
+    n = len(tokenizer)
+    backend = tokenizer.backend_tokenizer
+    n = max(n, backend.get_vocab_size(with_added_tokens=True))
+    vocab: dict[str, int] = backend.get_vocab(with_added_tokens=True)
+    strings: list[str | None] = [None] * n
+    for s, i in vocab.items():
+        if 0 <= i < n:
+            strings[i] = s
+    added = backend.get_added_tokens_decoder()
+    special = {i for i, at in added.items() if getattr(at, "special", False)}
+    for i in getattr(tokenizer, "all_special_ids", []) or []:
+        if isinstance(i, int) and 0 <= i < n:
+            special.add(i)
+
+    bd = byte_decoder()
+    out: list[bytes] = []
+    for i, maybe in enumerate(strings):
+        if maybe is None:
+            out.append(b"")
+            continue
+        s = maybe
+        if i in special:
+            out.append(s.encode("utf-8"))
+            continue
+        if family == "byte_level":
+            as_text = s.encode("utf-8")
+            try:
+                as_bytes = bytes(bd[c] for c in s)
+            except KeyError:
+                as_bytes = None
+            if i in added and as_bytes != as_text:
+                # An added token is matched in raw text ("ü" → the token) but decoded through
+                # the byte alphabet ("ü" → byte 0xFC): its meaning is ambiguous, so it is
+                # left out of grammar text (an empty entry is never allowed).
+                out.append(b"")
+            else:
+                out.append(as_bytes if as_bytes is not None else as_text)
+        else:
+            m = _BYTE_TOKEN.match(s) if byte_fallback else None
+            if m:
+                out.append(bytes([int(m.group(1), 16)]))
+            else:
+                out.append(s.replace("\u2581", " ").encode("utf-8"))
+    eos = getattr(tokenizer, "eos_token_id", None)
+    added_text = {i for i in added if i not in special and 0 <= i < n}
+    return TokenizerBytes(out, special, added_text, family, eos if isinstance(eos, int) else None)
+
+
+PROBE_TEXTS = (
+    "Hello, world!",
+    '{"name": "Zoë", "n": [1, 22, 333]}',
+    "\n\tünïcödé",
+    "中文 🙂",
+    "<b>x</b>  end",
+)
+
+
+def check_roundtrip(tokenizer: Any, token_bytes: list[bytes]) -> None:
+    """Encode probe texts with ``tokenizer`` and check the tokens' bytes spell them exactly.
+
+    A leading space added by the tokenizer (SentencePiece's dummy prefix) is allowed; a
+    probe whose encoding uses a token left out of grammar text (empty bytes) is skipped.
+    Raises :class:`TokenizerError` when the bytes disagree: corral would otherwise constrain
+    the wrong strings.
+    """
+    checked = 0
+    for text in PROBE_TEXTS:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        if any(not token_bytes[i] for i in ids):
+            continue
+        got = b"".join(token_bytes[i] for i in ids)
+        want = text.encode("utf-8")
+        if got != want and got != b" " + want:
+            raise TokenizerError(
+                "token bytes do not spell the tokenizer's own encoding of a probe text: "
+                f"expected {want!r}, got {got!r}"
+            )
+        checked += 1
+    if checked == 0:
+        raise TokenizerError("could not check the token bytes against any probe text")

@@ -1,0 +1,279 @@
+"""The vocabulary: the exact bytes of every token id, special tokens, EOS ids, and the trie.
+
+A :class:`Vocabulary` is immutable and shared by every grammar compiled for one model.
+Token ids run over ``0..size-1`` where ``size`` is the width of the model's logits, which
+may exceed the tokenizer (padded embedding matrices): padding ids are never allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import TokenizerError
+
+NORMAL, SPECIAL, EOS, PADDING, EMPTY = 0, 1, 2, 3, 4
+_KIND_NAMES = {NORMAL: "normal", SPECIAL: "special", EOS: "eos", PADDING: "padding", EMPTY: "empty"}
+
+
+@dataclass(frozen=True)
+class TokenTrie:
+    """All grammar-usable tokens (normal, non-empty) in one byte trie, as flat arrays.
+
+    Nodes are in depth-first preorder; node 0 is the root (no byte). For node ``i``:
+    ``node_byte[i]`` is its byte, ``depth[i]`` its depth, its subtree is the index range
+    ``[i, subtree_end[i])`` (first child ``i+1``, next sibling ``subtree_end[i]``), and the
+    token ids ending exactly at it are ``token_ids[tok_start[i] : tok_start[i]+tok_count[i]]``.
+    Its children, in byte order, are ``children[child_start[i] : child_start[i+1]]``.
+
+    A token's *rank* is its index in ``token_ids`` (byte order); the tokens of node ``i``'s
+    subtree are exactly the ranks ``rank_at[i] .. rank_at[subtree_end[i]]``.
+    """
+
+    node_byte: np.ndarray  # uint8 [n_nodes]
+    depth: np.ndarray  # int32 [n_nodes]
+    subtree_end: np.ndarray  # int32 [n_nodes]
+    tok_start: np.ndarray  # int32 [n_nodes]
+    tok_count: np.ndarray  # int32 [n_nodes]
+    token_ids: np.ndarray  # int32 [n_tokens]
+    child_start: np.ndarray  # int32 [n_nodes + 1]
+    children: np.ndarray  # int32 [n_nodes - 1]
+    rank_at: np.ndarray  # int32 [n_nodes + 1]
+    max_depth: int
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.node_byte.shape[0])
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.token_ids.shape[0])
+
+
+class Vocabulary:
+    """Token id → bytes, with special tokens, EOS ids and the model's logits width.
+
+    Args:
+        token_bytes: bytes of token ids ``0..len-1`` (special tokens: their text).
+        eos_token_ids: ids that end generation; allowed exactly when the output is complete.
+        special_ids: control tokens; never allowed inside grammar text.
+        vocab_size: logits width; defaults to ``len(token_bytes)``. Ids at or above
+            ``len(token_bytes)`` are padding and never allowed.
+    """
+
+    def __init__(
+        self,
+        token_bytes: Sequence[bytes],
+        *,
+        eos_token_ids: Iterable[int] = (),
+        special_ids: Iterable[int] = (),
+        vocab_size: int | None = None,
+        family: str = "custom",
+    ) -> None:
+        n_tok = len(token_bytes)
+        size = n_tok if vocab_size is None else int(vocab_size)
+        if size <= 0:
+            raise TokenizerError(f"vocabulary size must be positive, got {size}")
+        eos = sorted({int(i) for i in eos_token_ids})
+        special = {int(i) for i in special_ids}
+        if size < n_tok:
+            dropped = [i for i in range(size, n_tok) if i not in special and token_bytes[i]]
+            if dropped:
+                raise TokenizerError(
+                    f"the model's vocabulary size {size} is smaller than the tokenizer's "
+                    f"{n_tok}, and ids {dropped[:5]} are normal tokens: wrong tokenizer for "
+                    "this model?"
+                )
+        for i in eos:
+            if not 0 <= i < size:
+                raise TokenizerError(f"EOS id {i} is outside the vocabulary (size {size})")
+        kinds = np.full(size, PADDING, np.uint8)
+        tb: list[bytes] = []
+        for i in range(size):
+            b = bytes(token_bytes[i]) if i < n_tok else b""
+            tb.append(b)
+            if i >= n_tok:
+                continue
+            if i in eos:
+                kinds[i] = EOS
+            elif i in special:
+                kinds[i] = SPECIAL
+            elif not b:
+                kinds[i] = EMPTY
+            else:
+                kinds[i] = NORMAL
+        self._token_bytes: tuple[bytes, ...] = tuple(tb)
+        self._kinds = kinds
+        self._kinds.setflags(write=False)
+        self.size = size
+        self.tokenizer_size = n_tok
+        self.eos_token_ids: tuple[int, ...] = tuple(eos)
+        self.family = family
+        self._trie: TokenTrie | None = None
+        self._offsets = np.zeros(size + 1, np.int64)
+        np.cumsum([len(b) for b in tb], out=self._offsets[1:])
+        self._data = np.frombuffer(b"".join(tb), dtype=np.uint8)
+        self._lock = threading.Lock()
+        h = hashlib.sha256()
+        h.update(f"size={size};eos={eos};".encode())
+        for i, b in enumerate(tb):
+            h.update(bytes([int(kinds[i])]))
+            h.update(len(b).to_bytes(4, "little"))
+            h.update(b)
+        self.hash = h.hexdigest()
+
+    # -- construction from Hugging Face ------------------------------------------------
+    @classmethod
+    def from_hf(
+        cls,
+        tokenizer: Any,
+        vocab_size: int | None = None,
+        *,
+        eos_token_ids: int | Iterable[int] | None = None,
+        added_tokens: str = "whitespace",
+        check: bool = True,
+    ) -> Vocabulary:
+        """Build the vocabulary of a Hugging Face tokenizer.
+
+        Args:
+            tokenizer: a ``transformers`` tokenizer with a ``tokenizers`` backend.
+            vocab_size: the model's logits width (``model.config.vocab_size``) when it
+                differs from the tokenizer; extra ids are padding and never allowed.
+            eos_token_ids: ids that end generation (e.g. ``model.generation_config.eos_token_id``);
+                default: the tokenizer's ``eos_token_id``.
+            added_tokens: which added tokens not marked special may appear in grammar text:
+                ``"whitespace"`` (default: only those made of whitespace, such as Gemma's
+                newline and tab runs, which the tokenizer always uses for that text),
+                ``"all"``, or ``"none"``. The others are treated as special tokens: never
+                produced inside grammar text (many are chat-control tokens left unmarked,
+                e.g. DeepSeek-Coder's ``<|EOT|>``).
+            check: encode a probe text and check the token bytes spell it (fail closed on
+                a tokenizer whose bytes corral would misread).
+        """
+        from .tokenizer_bytes import check_roundtrip, extract
+
+        if added_tokens not in ("whitespace", "all", "none"):
+            raise ValueError(
+                f"added_tokens must be 'whitespace', 'all' or 'none', not {added_tokens!r}"
+            )
+        info = extract(tokenizer)
+        special = set(info.special)
+        for i in info.added:
+            text = info.token_bytes[i]
+            if added_tokens == "none" or (
+                added_tokens == "whitespace" and not (text and text.isspace())
+            ):
+                special.add(i)
+        if eos_token_ids is None:
+            eos: list[int] = [] if info.eos_token_id is None else [info.eos_token_id]
+        elif isinstance(eos_token_ids, int):
+            eos = [eos_token_ids]
+        else:
+            eos = [int(i) for i in eos_token_ids]
+        if check:
+            check_roundtrip(tokenizer, info.token_bytes)
+        return cls(
+            info.token_bytes,
+            eos_token_ids=eos,
+            special_ids=special,
+            vocab_size=vocab_size,
+            family=info.family,
+        )
+
+    # -- queries ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return (
+            f"Vocabulary(size={self.size}, tokenizer_size={self.tokenizer_size}, "
+            f"family={self.family!r}, eos={list(self.eos_token_ids)})"
+        )
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of ``token_id`` (special tokens: their text; padding: ``b""``)."""
+        return self._token_bytes[token_id]
+
+    def token_data(self, token_id: int) -> tuple[np.ndarray, int, int]:
+        """``(data, start, stop)``: the bytes of ``token_id`` as a slice of one shared array."""
+        return self._data, int(self._offsets[token_id]), int(self._offsets[token_id + 1])
+
+    def kind(self, token_id: int) -> str:
+        """``"normal"``, ``"special"``, ``"eos"``, ``"padding"`` or ``"empty"``."""
+        return _KIND_NAMES[int(self._kinds[token_id])]
+
+    @property
+    def kinds(self) -> np.ndarray:
+        """``uint8 [size]`` kind codes (read-only)."""
+        return self._kinds
+
+    def special_tokens(self) -> dict[str, int]:
+        """Text → id of every special (control) token."""
+        return {
+            self._token_bytes[i].decode("utf-8", "replace"): i
+            for i in np.flatnonzero(self._kinds == SPECIAL).tolist()
+        }
+
+    def decode(self, token_ids: Iterable[int]) -> bytes:
+        """Concatenated bytes of ``token_ids`` (EOS contributes nothing)."""
+        return b"".join(
+            self._token_bytes[i] for i in token_ids if self._kinds[i] in (NORMAL, SPECIAL)
+        )
+
+    @property
+    def trie(self) -> TokenTrie:
+        """The trie of all normal tokens (built on first use, then shared)."""
+        if self._trie is None:
+            with self._lock:
+                if self._trie is None:
+                    self._trie = self._build_trie()
+        return self._trie
+
+    def _build_trie(self) -> TokenTrie:
+        from .kernels.trie import build_trie
+
+        ids = [i for i in range(self.size) if self._kinds[i] == NORMAL]
+        ids.sort(key=self._token_bytes.__getitem__)
+        blobs = [self._token_bytes[i] for i in ids]
+        data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+        offsets = np.zeros(len(blobs) + 1, np.int64)
+        np.cumsum([len(b) for b in blobs], out=offsets[1:])
+        node_byte, depth, subtree_end, tok_start, tok_count, parent = build_trie(data, offsets)
+        token_ids = np.array(ids, np.int32)
+        # children of each node, in byte order (preorder lists siblings in byte order)
+        n = node_byte.shape[0]
+        order = np.argsort(parent[1:], kind="stable") + 1
+        children = order.astype(np.int32)
+        child_start = np.searchsorted(parent[children], np.arange(n + 1)).astype(np.int32)
+        rank_at = np.zeros(n + 1, np.int32)
+        np.cumsum(tok_count, out=rank_at[1:])
+        arrs = (
+            node_byte,
+            depth,
+            subtree_end,
+            tok_start,
+            tok_count,
+            token_ids,
+            child_start,
+            children,
+            rank_at,
+        )
+        for a in arrs:
+            a.setflags(write=False)
+        return TokenTrie(
+            node_byte,
+            depth,
+            subtree_end,
+            tok_start,
+            tok_count,
+            token_ids,
+            child_start,
+            children,
+            rank_at,
+            int(depth.max()) if depth.shape[0] else 0,
+        )

@@ -1,0 +1,174 @@
+"""The grammar intermediate representation: a context-free grammar over byte-level terminals.
+
+A :class:`Grammar` is what every front end (Lark text, regex, JSON Schema) produces and what
+:func:`corral.compile` consumes. Its meaning:
+
+* every terminal denotes a regular language of byte strings (its :class:`ByteDFA`);
+* the language of the grammar is the set of byte strings ``w = x0 t1 x1 t2 ... tn xn`` where
+  ``t1..tn`` are lexemes of terminals forming a sentence of the rules (a derivation from
+  ``start``), and each ``xi`` is a possibly empty sequence of lexemes of ``ignore``
+  terminals;
+* lexemes are maximal: a lexeme of terminal ``T`` ends only where ``T``'s automaton cannot
+  read the next byte (or the text ends). This is the greedy match of Lark's default
+  Earley lexer (``lexer="dynamic"``): ``"ab"`` is one ``NAME``, never two. Terminals are
+  not ordered against each other: where several may start, each is tried (``"intx"`` is
+  ``"int"`` followed by ``NAME`` as well as one ``NAME``). Unlike a regex engine, the lexer
+  does not backtrack inside a lexeme: if ``T``'s automaton reads on past an accepting
+  point and then dies without accepting again, that path fails.
+
+Grammars are immutable and normalised on construction (see ``normalize.py``): no terminal
+accepts the empty string, every symbol is productive and reachable, and the language is
+not empty (else :class:`~corral.errors.EmptyLanguageError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .regex import ByteDFA
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """A terminal symbol.
+
+    Attributes:
+        name: unique name (Lark's name, e.g. ``ESCAPED_STRING`` or ``LBRACE``).
+        dfa: its language over bytes; never accepts the empty string after normalisation.
+        source: how it was written (for messages), e.g. ``'/[0-9]+/'`` or ``'"{"'``.
+        literal: the text when the terminal is one fixed string, else ``None``.
+        special: when set, the terminal stands for the special (control) token with this
+            text (e.g. ``"<|im_end|>"``) and matches only that token, never its spelling.
+    """
+
+    name: str
+    dfa: ByteDFA = field(repr=False, compare=False)
+    source: str = ""
+    literal: str | None = None
+    special: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``lhs → rhs``; ``rhs`` names terminals or nonterminals (empty tuple: the empty string)."""
+
+    lhs: str
+    rhs: tuple[str, ...]
+
+
+class Grammar:
+    """An immutable context-free grammar over byte-level terminals (see the module docs).
+
+    Build one with :meth:`from_lark` or :meth:`from_regex` (or, for JSON Schema,
+    ``corral.compile`` on the schema directly).
+    """
+
+    __slots__ = ("_fingerprint", "description", "ignore", "rules", "start", "terminals")
+
+    def __init__(
+        self,
+        terminals: Mapping[str, Terminal],
+        rules: Sequence[Rule],
+        start: str,
+        ignore: Sequence[str] = (),
+        *,
+        description: str = "",
+    ) -> None:
+        from .normalize import normalize
+
+        terms, rls, ign = normalize(dict(terminals), list(rules), start, list(ignore))
+        self.terminals: Mapping[str, Terminal] = terms
+        self.rules: tuple[Rule, ...] = tuple(rls)
+        self.start = start
+        self.ignore: tuple[str, ...] = tuple(ign)
+        self.description = description
+        self._fingerprint: str | None = None
+
+    # -- front ends ---------------------------------------------------------------------
+    @classmethod
+    def from_lark(
+        cls, text: str, start: str = "start", *, import_paths: Sequence[str] = ()
+    ) -> Grammar:
+        """Read a grammar in Lark's grammar language.
+
+        Everything Lark's loader accepts works: rules, terminals, string and regex literals
+        with flags, ``?``/``*``/``+``/``[]``/``~`` ranges, templates, ``%import`` (e.g.
+        ``common.*``), ``%ignore``, ``%override``/``%extend``. The grammar may be ambiguous or
+        left-recursive. ``%declare`` is refused: a declared terminal has no pattern to generate.
+
+        Special (control) tokens are named as in llguidance: ``<|im_end|>`` (by text) or
+        ``<[128009]>`` (by id), outside strings and regexes. Such a symbol matches only that
+        token, never its spelling in ordinary tokens; special tokens the grammar does not
+        name are never allowed.
+
+        Raises:
+            GrammarError: syntax errors and undefined symbols, with line, column and a caret.
+            UnsupportedFeatureError: a construct corral cannot enforce (e.g. backreferences).
+            EmptyLanguageError: the grammar derives no string.
+        """
+        from .lark_frontend import grammar_from_lark
+
+        return grammar_from_lark(text, start, import_paths=import_paths)
+
+    @classmethod
+    def from_regex(cls, pattern: str, flags: int = 0) -> Grammar:
+        """A grammar whose language is ``{s : re.fullmatch(pattern, s, flags)}``.
+
+        Python ``re`` syntax. Lookaround over one character, ``\\b``, anchors and flags are
+        enforced exactly; backreferences, conditional and atomic groups, possessive
+        quantifiers and longer lookaround raise ``UnsupportedFeatureError``. Non-multiline
+        ``$`` is read as the end of the text (Python also lets it match before a final
+        newline; corral does not, so it never accepts more than ``re`` does).
+        """
+        from .regex import python_regex_dfa
+
+        dfa = python_regex_dfa(pattern, flags, mode="text", where=f"regex {pattern!r}")
+        term = Terminal("REGEX", dfa, source=f"/{pattern}/")
+        return cls({"REGEX": term}, [Rule("start", ("REGEX",))], "start", (), description=pattern)
+
+    # -- identity -----------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """A SHA-256 hex digest of the grammar's content (rules, terminal automata, start)."""
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            h.update(f"start={self.start}\nignore={sorted(self.ignore)}\n".encode())
+            for r in sorted(self.rules, key=lambda r: (r.lhs, r.rhs)):
+                h.update(f"{r.lhs}->{' '.join(r.rhs)}\n".encode())
+            for name in sorted(self.terminals):
+                t = self.terminals[name]
+                h.update(f"T {name} {t.dfa.n_states} {t.special!r}\n".encode())
+                h.update(t.dfa.trans.tobytes())
+                h.update(t.dfa.accept.tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Grammar) and self.fingerprint == other.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def __repr__(self) -> str:
+        return (
+            f"Grammar(start={self.start!r}, rules={len(self.rules)}, "
+            f"terminals={len(self.terminals)}, ignore={list(self.ignore)})"
+        )
+
+    def nonterminals(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for r in self.rules:
+            seen.setdefault(r.lhs)
+        return list(seen)
+
+    def summary(self) -> dict[str, Any]:
+        """Sizes of the grammar (rules, terminals, terminal automaton states)."""
+        return {
+            "rules": len(self.rules),
+            "nonterminals": len(self.nonterminals()),
+            "terminals": len(self.terminals),
+            "terminal_states": sum(t.dfa.n_states for t in self.terminals.values()),
+        }

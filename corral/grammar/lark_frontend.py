@@ -1,0 +1,232 @@
+"""Lark grammar text → :class:`~corral.grammar.ir.Grammar`.
+
+Lark's own loader reads the text (so EBNF operators, templates, ``%import`` and friends mean
+exactly what they mean in Lark) and hands back BNF rules and terminal patterns; corral then
+compiles every terminal pattern into a byte DFA. Errors are re-raised as corral errors that
+carry the line, column and a caret snippet.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..errors import CorralError, GrammarError, UnsupportedFeatureError, caret_snippet
+from .ir import Grammar, Rule, Terminal
+from .regex import literal_dfa, python_regex_dfa
+
+_FLAG_LETTERS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
+
+
+_SPECIAL_PREFIX = "SPECIAL_TOKEN__"
+# Lark lexemes that may contain `<|`: strings, regexes, comments; and the special syntax.
+_SCAN = re.compile(
+    r'(?P<str>"(?:\\.|[^"\\])*"i?)'
+    r"|(?P<re>/(?!/)(?:\\.|[^/\\\n])+/[imslux]*)"
+    r"|(?P<comment>//[^\n]*)"
+    r"|(?P<special><\|[^|\s>]+\|>|<\[\d+\]>)"
+)
+
+
+def _extract_special_tokens(text: str) -> tuple[str, dict[str, str]]:
+    """Replace ``<|name|>`` and ``<[id]>`` (outside strings, regexes and comments) by
+    generated terminals; return the new text and terminal name → special token text."""
+    specials: dict[str, str] = {}
+    by_text: dict[str, str] = {}
+    out: list[str] = []
+    pos = 0
+    for m in _SCAN.finditer(text):
+        if m.lastgroup != "special":
+            continue
+        tok = m.group("special")
+        name = by_text.get(tok)
+        if name is None:
+            name = by_text[tok] = f"{_SPECIAL_PREFIX}{len(by_text)}"
+            specials[name] = tok
+        out.append(text[pos : m.start()])
+        out.append(name)
+        pos = m.end()
+    if not specials:
+        return text, {}
+    out.append(text[pos:])
+    defs = "".join(f'\n{name}: "{tok}"' for name, tok in specials.items())
+    return "".join(out) + defs + "\n", specials
+
+
+def grammar_from_lark(
+    text: str, start: str = "start", *, import_paths: Sequence[str] = ()
+) -> Grammar:
+    import lark
+    from lark.exceptions import GrammarError as LarkGrammarError
+    from lark.exceptions import UnexpectedInput
+    from lark.load_grammar import load_grammar
+
+    if not isinstance(text, str):
+        raise TypeError(f"grammar text must be str, not {type(text).__name__}")
+    source = text
+    text, specials = _extract_special_tokens(text)
+    try:
+        g, _files = load_grammar(text, "<grammar>", list(import_paths), False)
+        term_defs, lark_rules, ignore = g.compile([start], set())
+    except UnexpectedInput as e:
+        line, col = getattr(e, "line", None), getattr(e, "column", None)
+        raise GrammarError(
+            f"Lark syntax error: {_first_line(str(e))}",
+            line=line if isinstance(line, int) and line > 0 else None,
+            column=col if isinstance(col, int) and col > 0 else None,
+            snippet=caret_snippet(text, line, col or 1)
+            if isinstance(line, int) and line > 0
+            else "",
+        ) from None
+    except (LarkGrammarError, lark.exceptions.LarkError, KeyError) as e:
+        msg = _first_line(str(e)) if not isinstance(e, KeyError) else f"undefined symbol {e}"
+        line, col = _locate_message_symbol(text, msg)
+        raise GrammarError(
+            f"Lark grammar error: {msg}",
+            line=line,
+            column=col,
+            snippet=caret_snippet(text, line, col or 1) if line else "",
+        ) from None
+
+    declared = {name for name, (tree, _prio) in g.term_defs if tree is None}
+    defined = {t.name for t in term_defs}
+    terminals: dict[str, Terminal] = {}
+    for td in term_defs:
+        if td.name in specials:
+            tok = specials[td.name]
+            terminals[td.name] = Terminal(
+                td.name, literal_dfa(tok), source=tok, literal=None, special=tok
+            )
+        else:
+            terminals[td.name] = _terminal(source, td)
+    rules: list[Rule] = []
+    for r in lark_rules:
+        rhs = []
+        for sym in r.expansion:
+            name = sym.name
+            if sym.is_term and name not in defined:
+                line, col = _locate_word(text, name)
+                if name in declared:
+                    raise UnsupportedFeatureError(
+                        f"%declare'd terminal {name}",
+                        location=_where(line, col),
+                        detail="a declared terminal has no pattern, so corral cannot generate it; "
+                        "define it with a string or regex",
+                    )
+                raise GrammarError(
+                    f"terminal {name!r} is used but not defined",
+                    line=line,
+                    column=col,
+                    snippet=caret_snippet(text, line, col or 1) if line else "",
+                )
+            rhs.append(name)
+        rules.append(Rule(r.origin.name, tuple(rhs)))
+    try:
+        return Grammar(terminals, rules, start, list(ignore), description=_first_line(source))
+    except GrammarError as e:
+        if e.line is None:
+            name = _quoted_name(e.message)
+            line, col = _locate_word(source, name) if name else (None, None)
+            if line:
+                raise type(e)(
+                    e.message, line=line, column=col, snippet=caret_snippet(source, line, col or 1)
+                ) from None
+        raise
+
+
+def _terminal(text: str, td: object) -> Terminal:
+    from lark.lexer import PatternStr
+
+    name: str = td.name  # type: ignore[attr-defined]
+    pattern = td.pattern  # type: ignore[attr-defined]
+    flags = 0
+    for letter in sorted(pattern.flags):
+        if letter == "l":
+            raise UnsupportedFeatureError("re.LOCALE flag", location=f"terminal {name}")
+        flags |= _FLAG_LETTERS.get(letter, 0)
+    where = f"terminal {name}"
+    try:
+        if isinstance(pattern, PatternStr):
+            source = f'"{pattern.value}"' + ("i" if flags & re.IGNORECASE else "")
+            if flags & re.IGNORECASE:
+                dfa = python_regex_dfa(
+                    re.escape(pattern.value), flags, mode="terminal", where=where
+                )
+                return Terminal(name, dfa, source)
+            return Terminal(name, literal_dfa(pattern.value), source, literal=pattern.value)
+        source = f"/{pattern.value}/"
+        dfa = python_regex_dfa(pattern.value, flags, mode="terminal", where=where)
+        return Terminal(name, dfa, source)
+    except CorralError as e:
+        line, col = _locate_terminal(text, name, pattern.value)
+        loc = _where(line, col)
+        if isinstance(e, UnsupportedFeatureError):
+            raise UnsupportedFeatureError(
+                e.feature, location=f"{where}" + (f" ({loc})" if loc else ""), detail=e.detail
+            ) from None
+        if isinstance(e, GrammarError):
+            raise GrammarError(
+                str(e).split("\n")[0],
+                line=line,
+                column=col,
+                snippet=caret_snippet(text, line, col or 1) if line else "",
+            ) from None
+        raise
+
+
+# -- locating things in the source, for error messages ----------------------------------------
+
+
+def _first_line(s: str) -> str:
+    return s.strip().split("\n")[0]
+
+
+def _where(line: int | None, col: int | None) -> str:
+    return f"line {line}, column {col}" if line else ""
+
+
+def _pos_to_line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return line, col
+
+
+def _locate_word(text: str, word: str) -> tuple[int | None, int | None]:
+    if not word:
+        return None, None
+    m = re.search(rf"(?<![\w.]){re.escape(word)}(?!\w)", text)
+    if not m:
+        return None, None
+    return _pos_to_line_col(text, m.start())
+
+
+def _locate_terminal(text: str, name: str, pattern: str) -> tuple[int | None, int | None]:
+    m = re.search(rf"^[ \t]*{re.escape(name)}(\.\d+)?[ \t]*:", text, re.M)
+    if m:
+        return _pos_to_line_col(text, m.start() + m.group(0).index(name))
+    i = text.find(pattern)
+    if i >= 0:
+        return _pos_to_line_col(text, i)
+    return None, None
+
+
+def _quoted_name(msg: str) -> str | None:
+    m = re.search(r"'([^']+)'", msg)
+    return m.group(1) if m else None
+
+
+def _locate_message_symbol(text: str, msg: str) -> tuple[int | None, int | None]:
+    name = _quoted_name(msg)
+    if name is None:
+        m = re.search(r"\{'([^']+)'", msg)
+        name = m.group(1) if m else None
+    if name is None:
+        return None, None
+    # prefer a use of the name inside a rule body (after a colon on the same line)
+    for m in re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w)", text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if ":" in text[line_start : m.start()] or text[line_start : m.start()].strip().startswith(
+            ("|", "%")
+        ):
+            return _pos_to_line_col(text, m.start())
+    return _locate_word(text, name)

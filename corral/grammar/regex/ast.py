@@ -1,0 +1,81 @@
+"""A small regular-expression syntax tree shared by every regex front end.
+
+Front ends (Python ``re`` syntax today, ECMA-262 for JSON Schema ``pattern``) translate their
+own syntax into these nodes; :mod:`corral.grammar.regex.nfa` builds automata from them. The
+nodes describe *languages*: laziness of a quantifier is kept only as a flag because Lark
+terminals give it a meaning (the lexeme ends at the first match, see ``dfa.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .charset import CharSet
+
+
+@dataclass(frozen=True)
+class Chars:
+    """One character from ``chars``."""
+
+    chars: CharSet
+
+
+@dataclass(frozen=True)
+class Concat:
+    """The items one after another; ``Concat(())`` is the empty string."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    """Any one of the items."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``item`` repeated ``min`` to ``max`` times (``max=None``: unbounded)."""
+
+    item: Node
+    min: int
+    max: int | None
+    lazy: bool = False
+
+
+# Guard kinds: zero-width assertions about the characters next to a position.
+BEHIND = "behind"  # previous character in `chars` (negate: not in, or no previous character)
+AHEAD = "ahead"  # next character in `chars` (negate: not in, or no next character)
+BOUNDARY = "boundary"  # word boundary; `chars` is the word-character set (negate: \B)
+TEXT_START = "text_start"  # no previous character
+TEXT_END = "text_end"  # no next character
+LINE_START = "line_start"  # no previous character, or it is a newline
+LINE_END = "line_end"  # no next character, or it is a newline
+
+NEEDS_PREV = frozenset({BEHIND, BOUNDARY, TEXT_START, LINE_START})
+NEEDS_NEXT = frozenset({AHEAD, BOUNDARY, TEXT_END, LINE_END})
+
+
+@dataclass(frozen=True)
+class Assert:
+    """A zero-width assertion on the neighbouring characters (width-1 lookaround, anchors)."""
+
+    kind: str
+    chars: CharSet | None = None
+    negate: bool = False
+    text: str = ""  # how the construct was written, for error messages
+
+
+Node = Chars | Concat | Alt | Repeat | Assert
+
+EMPTY_STRING = Concat(())
+
+
+def has_lazy(node: Node) -> bool:
+    """Whether any quantifier in ``node`` is lazy (``*?``, ``+?``, ``??``, ``{m,n}?``)."""
+    if isinstance(node, Repeat):
+        return node.lazy or has_lazy(node.item)
+    if isinstance(node, (Concat, Alt)):
+        return any(has_lazy(i) for i in node.items)
+    return False

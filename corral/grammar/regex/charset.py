@@ -1,0 +1,180 @@
+"""Sets of Unicode code points as sorted, disjoint, inclusive ranges.
+
+A :class:`CharSet` is an immutable tuple of ``(lo, hi)`` pairs (inclusive, ``lo <= hi``),
+sorted and with no two ranges overlapping or touching. The universe is every Unicode
+scalar value: ``0..0x10FFFF`` without the surrogates ``0xD800..0xDFFF``, which UTF-8 text
+cannot contain.
+
+Python-``re`` semantics for the character classes that depend on Unicode tables (``\\d``,
+``\\w``, ``\\s`` and case-insensitive matching) are computed by running Python's own ``re``
+over the string of all code points once, so they agree with ``re`` exactly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+from collections.abc import Iterable
+
+MAX_CODE_POINT = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)
+
+Range = tuple[int, int]
+
+
+class CharSet:
+    """An immutable set of code points stored as sorted disjoint inclusive ranges."""
+
+    __slots__ = ("_hash", "_lows", "ranges")
+
+    def __init__(self, ranges: Iterable[Range] = ()) -> None:
+        self.ranges: tuple[Range, ...] = _normalize(ranges)
+        self._lows = [lo for lo, _ in self.ranges]
+        self._hash = hash(self.ranges)
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def of(cls, *chars: str | int) -> CharSet:
+        cps = [c if isinstance(c, int) else ord(c) for c in chars]
+        return cls((c, c) for c in cps)
+
+    @classmethod
+    def universe(cls) -> CharSet:
+        return UNIVERSE
+
+    # -- queries ------------------------------------------------------------------------
+    def __contains__(self, cp: int) -> bool:
+        i = bisect.bisect_right(self._lows, cp) - 1
+        return i >= 0 and self.ranges[i][1] >= cp
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CharSet) and self.ranges == other.ranges
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        parts = [f"{lo:#x}" if lo == hi else f"{lo:#x}-{hi:#x}" for lo, hi in self.ranges[:8]]
+        more = "" if len(self.ranges) <= 8 else f", ... ({len(self.ranges)} ranges)"
+        return f"CharSet({', '.join(parts)}{more})"
+
+    def size(self) -> int:
+        return sum(hi - lo + 1 for lo, hi in self.ranges)
+
+    # -- algebra ------------------------------------------------------------------------
+    def union(self, other: CharSet) -> CharSet:
+        return CharSet(self.ranges + other.ranges)
+
+    def complement(self) -> CharSet:
+        out: list[Range] = []
+        nxt = 0
+        for lo, hi in self.ranges:
+            if lo > nxt:
+                out.append((nxt, lo - 1))
+            nxt = hi + 1
+        if nxt <= MAX_CODE_POINT:
+            out.append((nxt, MAX_CODE_POINT))
+        return CharSet(out)
+
+    def intersection(self, other: CharSet) -> CharSet:
+        out: list[Range] = []
+        a, b = self.ranges, other.ranges
+        i = j = 0
+        while i < len(a) and j < len(b):
+            lo = max(a[i][0], b[j][0])
+            hi = min(a[i][1], b[j][1])
+            if lo <= hi:
+                out.append((lo, hi))
+            if a[i][1] < b[j][1]:
+                i += 1
+            else:
+                j += 1
+        return CharSet(out)
+
+    def difference(self, other: CharSet) -> CharSet:
+        return self.intersection(other.complement())
+
+
+def _normalize(ranges: Iterable[Range]) -> tuple[Range, ...]:
+    """Sort, merge touching ranges, and remove the surrogate block."""
+    rs = sorted((int(lo), int(hi)) for lo, hi in ranges)
+    merged: list[list[int]] = []
+    for lo, hi in rs:
+        if lo > hi:
+            raise ValueError(f"bad range {lo:#x}-{hi:#x}")
+        if lo < 0 or hi > MAX_CODE_POINT:
+            raise ValueError(f"code point out of range: {lo:#x}-{hi:#x}")
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    out: list[Range] = []
+    s_lo, s_hi = SURROGATES
+    for lo, hi in merged:
+        if hi < s_lo or lo > s_hi:
+            out.append((lo, hi))
+            continue
+        if lo < s_lo:
+            out.append((lo, s_lo - 1))
+        if hi > s_hi:
+            out.append((s_hi + 1, hi))
+    return tuple(out)
+
+
+UNIVERSE = CharSet([(0, MAX_CODE_POINT)])
+EMPTY = CharSet()
+NEWLINE = CharSet.of("\n")
+
+
+# -- Python `re` semantics, computed by `re` itself ----------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _all_code_points() -> str:
+    """Every Unicode scalar value, in order, as one string (about 1.1M characters)."""
+    return "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
+
+
+def _index_to_cp(i: int) -> int:
+    return i if i < 0xD800 else i + 0x800
+
+
+@functools.lru_cache(maxsize=2048)
+def python_class(source: str) -> CharSet:
+    """The exact set of code points that the one-character Python regex ``source`` matches.
+
+    ``source`` must match exactly one character (a literal, a class, or an escape such as
+    ``\\w``) and may carry inline flags, e.g. ``(?i:[a-z])``. The set is found by letting
+    ``re`` scan every code point, so it is exact for ``re``'s Unicode tables.
+    """
+    pat = re.compile(f"(?:{source})+")
+    text = _all_code_points()
+    return CharSet((_index_to_cp(m.start()), _index_to_cp(m.end() - 1)) for m in pat.finditer(text))
+
+
+def ascii_class(name: str) -> CharSet:
+    """The ASCII meaning of ``digit``, ``word`` or ``space``.
+
+    As in ``re.ASCII`` (and ECMA-262 for ``digit`` and ``word``).
+    """
+    if name == "digit":
+        return CharSet([(0x30, 0x39)])
+    if name == "word":
+        return CharSet([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+    if name == "space":
+        return CharSet([(0x09, 0x0D), (0x20, 0x20)])
+    raise KeyError(name)
+
+
+def to_class_source(cs: CharSet) -> str:
+    """A Python regex character class matching exactly ``cs`` (used to feed ``re``)."""
+    if not cs:
+        return "[^\\x00-\\U0010ffff]"
+    parts = []
+    for lo, hi in cs.ranges:
+        parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
+    return "[" + "".join(parts) + "]"

@@ -1,0 +1,556 @@
+"""ε-NFA over code points → minimal byte-level DFA.
+
+Steps:
+
+1. **Alphabet partition.** The code points used by the NFA are split into blocks that no
+   edge or guard can tell apart; the subset construction then works per block.
+2. **Subset construction with guards.** A DFA state is the set of NFA states reached by the
+   last character, plus what the guards need to know about that character. An ε-edge with
+   a guard is followed only when the guard holds for (previous character, next character),
+   so width-1 lookaround, ``\\b`` and anchors are resolved exactly.
+3. **Shortest-match reduction** (optional): outgoing edges of accepting states are removed,
+   so the language keeps only strings with no proper prefix in it. Lark terminals that use
+   lazy quantifiers (``".*?"``) mean exactly this: the lexeme ends at its first match.
+4. **UTF-8.** Every character edge becomes byte edges (``utf8.py``); intermediate states are
+   shared by hash-consing.
+5. **Trim and minimise** (Hopcroft), numbered in breadth-first order from the start state.
+
+The result, :class:`ByteDFA`, is what lexers and token tries walk.
+
+Modes: ``"text"`` treats the pattern as the whole text (``^``/``$``/``\\b`` see the text
+boundaries); ``"terminal"`` treats it as one lexeme inside a longer text, where an assertion
+that would need a character outside the lexeme is refused.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import CompileBudgetError, UnsupportedFeatureError
+from . import ast
+from .charset import NEWLINE, CharSet
+from .nfa import NFA
+from .utf8 import utf8_sequences
+
+DEFAULT_MAX_DFA_STATES = 50_000
+
+_BOS = -1  # no character (start or end of the text)
+_OUTSIDE = -2  # a character outside the lexeme: unknown in terminal mode
+
+
+@dataclass(frozen=True)
+class ByteDFA:
+    """A trimmed, minimal DFA over bytes.
+
+    Attributes:
+        trans: ``int32 [n_states, 256]``; ``trans[s, b]`` is the next state or ``-1`` (dead).
+            Every state can reach an accepting state.
+        accept: ``bool [n_states]``.
+        Start state is ``0``. ``n_states == 0`` means the language is empty.
+    """
+
+    trans: np.ndarray
+    accept: np.ndarray
+
+    @property
+    def n_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    def is_empty(self) -> bool:
+        return self.n_states == 0
+
+    def matches(self, data: bytes) -> bool:
+        """Whether ``data`` is in the language (reference implementation, for tests)."""
+        if self.n_states == 0:
+            return False
+        s = 0
+        for b in data:
+            s = int(self.trans[s, b])
+            if s < 0:
+                return False
+        return bool(self.accept[s])
+
+    def accepts_empty(self) -> bool:
+        return self.n_states > 0 and bool(self.accept[0])
+
+
+# ---------------------------------------------------------------------------------------
+# 1. alphabet partition
+
+
+class _Alphabet:
+    """Blocks of code points that no edge or guard distinguishes."""
+
+    def __init__(self, nfa: NFA) -> None:
+        guards = nfa.guards()
+        edge_sets: list[CharSet] = list({cs for edges in nfa.chars for cs, _ in edges})
+        guard_sets: list[CharSet] = []
+        for g in guards:
+            if g.chars is not None:
+                guard_sets.append(g.chars)
+            if g.kind in (ast.LINE_START, ast.LINE_END):
+                guard_sets.append(NEWLINE)
+        all_sets = edge_sets + guard_sets
+        points: set[int] = set()
+        for cs in all_sets:
+            for lo, hi in cs.ranges:
+                points.add(lo)
+                points.add(hi + 1)
+        bounds = sorted(points)
+        n_int = max(0, len(bounds) - 1)
+        sig = [0] * n_int
+        for idx, cs in enumerate(all_sets):
+            bit = 1 << idx
+            for lo, hi in cs.ranges:
+                i = bisect.bisect_left(bounds, lo)
+                j = bisect.bisect_left(bounds, hi + 1)
+                for k in range(i, j):
+                    sig[k] |= bit
+        edge_mask = (1 << len(edge_sets)) - 1
+        by_sig: dict[int, int] = {}
+        block_ranges: list[list[tuple[int, int]]] = []
+        block_sig: list[int] = []
+        for k in range(n_int):
+            if not sig[k] & edge_mask:
+                continue  # no edge consumes these characters: they can only lead to death
+            b = by_sig.get(sig[k])
+            if b is None:
+                b = by_sig[sig[k]] = len(block_ranges)
+                block_ranges.append([])
+                block_sig.append(sig[k])
+            block_ranges[b].append((bounds[k], bounds[k + 1] - 1))
+        self.n_blocks = len(block_ranges)
+        self.block_chars = [CharSet(r) for r in block_ranges]
+        self._set_index = {cs: i for i, cs in enumerate(all_sets)}
+        self._block_sig = block_sig
+        # Block membership of every charset, as an int bitmask over blocks.
+        self._members: dict[CharSet, int] = {}
+        for cs, i in self._set_index.items():
+            m = 0
+            for b, s in enumerate(block_sig):
+                if s >> i & 1:
+                    m |= 1 << b
+            self._members[cs] = m
+
+    def blocks_of(self, cs: CharSet) -> int:
+        return self._members[cs]
+
+    def block_in(self, block: int, cs: CharSet) -> bool:
+        return bool(self._members[cs] >> block & 1)
+
+
+# ---------------------------------------------------------------------------------------
+# 2. subset construction
+
+
+class _GuardEval:
+    def __init__(self, alphabet: _Alphabet, mode: str, where: str) -> None:
+        self.alpha = alphabet
+        self.mode = mode
+        self.where = where
+
+    def holds(self, g: ast.Assert, prev: int, nxt: int) -> bool | None:
+        """Whether guard ``g`` holds; ``None`` when it needs a character outside the lexeme."""
+        k = g.kind
+        if k in ast.NEEDS_PREV and prev == _OUTSIDE:
+            return None
+        if k in ast.NEEDS_NEXT and nxt == _OUTSIDE:
+            return None
+        a = self.alpha
+        if k == ast.BEHIND:
+            assert g.chars is not None
+            r = prev != _BOS and a.block_in(prev, g.chars)
+        elif k == ast.AHEAD:
+            assert g.chars is not None
+            r = nxt != _BOS and a.block_in(nxt, g.chars)
+        elif k == ast.BOUNDARY:
+            assert g.chars is not None
+            pw = prev != _BOS and a.block_in(prev, g.chars)
+            nw = nxt != _BOS and a.block_in(nxt, g.chars)
+            r = pw != nw
+        elif k == ast.TEXT_START:
+            r = prev == _BOS
+        elif k == ast.TEXT_END:
+            r = nxt == _BOS
+        elif k == ast.LINE_START:
+            r = prev == _BOS or a.block_in(prev, NEWLINE)
+        elif k == ast.LINE_END:
+            r = nxt == _BOS or a.block_in(nxt, NEWLINE)
+        else:  # pragma: no cover
+            raise AssertionError(k)
+        return r != g.negate
+
+    def refuse(self, g: ast.Assert, side: str) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(
+            f"assertion {g.text or g.kind} at the {side} of a terminal",
+            location=self.where,
+            detail="it would look at text outside the terminal; "
+            "only assertions inside a terminal can be enforced",
+        )
+
+
+def _closure(
+    nfa: NFA, states: frozenset[int], prev: int, nxt: int, ev: _GuardEval, guard_free: bool
+) -> tuple[frozenset[int], set[int]]:
+    """ε-closure of ``states`` given the neighbouring characters.
+
+    Returns ``(clean, tainted)``: states reached without / only through a guard that needs
+    a character outside the lexeme (terminal mode).
+    """
+    seen = set(states)
+    stack = list(states)
+    eps = nfa.eps
+    tainted_roots: list[int] = []
+    while stack:
+        s = stack.pop()
+        for t, g in eps[s]:
+            if t in seen:
+                continue
+            if g is not None and not guard_free:
+                h = ev.holds(g, prev, nxt)
+                if h is None:
+                    tainted_roots.append(t)
+                    continue
+                if not h:
+                    continue
+            seen.add(t)
+            stack.append(t)
+    tainted: set[int] = set()
+    stack = [t for t in tainted_roots if t not in seen]
+    while stack:
+        s = stack.pop()
+        if s in tainted or s in seen:
+            continue
+        tainted.add(s)
+        for t, _g in eps[s]:
+            stack.append(t)
+    return frozenset(seen), tainted
+
+
+@dataclass
+class _CharDFA:
+    trans: list[dict[int, int]]  # block -> target
+    accept: list[bool]
+    blocks: list[CharSet]
+
+
+def _subset_construction(
+    nfa: NFA, alpha: _Alphabet, mode: str, where: str, max_states: int
+) -> _CharDFA:
+    ev = _GuardEval(alpha, mode, where)
+    guards = nfa.guards()
+    guard_free = not guards
+    prev_guards = [g for g in guards if g.kind in ast.NEEDS_PREV]
+
+    # What the guards need to remember about the previous character.
+    def prev_key(block: int) -> tuple[bool, ...]:
+        out = []
+        for g in prev_guards:
+            if g.chars is not None:
+                out.append(alpha.block_in(block, g.chars))
+            if g.kind == ast.LINE_START:
+                out.append(alpha.block_in(block, NEWLINE))
+        return tuple(out)
+
+    prev_keys = [prev_key(b) for b in range(alpha.n_blocks)]
+    edge_blocks = [[(alpha.blocks_of(cs), t) for cs, t in edges] for edges in nfa.chars]
+    start_prev = _OUTSIDE if mode == "terminal" else _BOS
+
+    key0 = (frozenset([nfa.start]), start_prev if start_prev < 0 else 0)
+    index: dict[tuple[frozenset[int], object], int] = {key0: 0}
+    reps: list[tuple[frozenset[int], int]] = [(frozenset([nfa.start]), start_prev)]
+    trans: list[dict[int, int]] = []
+    accept: list[bool] = []
+    closure_cache: dict[tuple[frozenset[int], int, int], tuple[frozenset[int], set[int]]] = {}
+
+    def closure(states: frozenset[int], prev: int, nxt: int) -> tuple[frozenset[int], set[int]]:
+        k = (states, 0, 0) if guard_free else (states, prev, nxt)
+        r = closure_cache.get(k)
+        if r is None:
+            r = closure_cache[k] = _closure(nfa, states, prev, nxt, ev, guard_free)
+        return r
+
+    i = 0
+    while i < len(reps):
+        states, prev = reps[i]
+        i += 1
+        # acceptance: final reachable with no next character (or one outside the lexeme)
+        end = _OUTSIDE if mode == "terminal" else _BOS
+        clean, tainted = closure(states, prev, end)
+        acc = nfa.final in clean
+        if not acc and nfa.final in tainted:
+            g = _first_guard(nfa, states)
+            raise ev.refuse(g, "end") if g else UnsupportedFeatureError("assertion", location=where)
+        accept.append(acc)
+        out: dict[int, int] = {}
+        targets_by_block: dict[int, set[int]] = {}
+        if guard_free:
+            clean, _ = closure(states, 0, 0)
+            for s in clean:
+                for mask, t in edge_blocks[s]:
+                    m = mask
+                    while m:
+                        low = m & -m
+                        b = low.bit_length() - 1
+                        targets_by_block.setdefault(b, set()).add(t)
+                        m ^= low
+        else:
+            for b in range(alpha.n_blocks):
+                clean, tainted = closure(states, prev, b)
+                tgt: set[int] = set()
+                for s in clean:
+                    for mask, t in edge_blocks[s]:
+                        if mask >> b & 1:
+                            tgt.add(t)
+                for s in tainted:
+                    for mask, _t in edge_blocks[s]:
+                        if mask >> b & 1:
+                            g = _first_guard(nfa, states)
+                            raise (
+                                ev.refuse(g, "start")
+                                if g
+                                else UnsupportedFeatureError("assertion", location=where)
+                            )
+                if tgt:
+                    targets_by_block[b] = tgt
+        for b, tgt in targets_by_block.items():
+            fs = frozenset(tgt)
+            pk: object = prev_keys[b] if not guard_free else 0
+            key = (fs, pk)
+            j = index.get(key)
+            if j is None:
+                if len(reps) >= max_states:
+                    raise CompileBudgetError(
+                        f"{where}: the automaton needs more than {max_states} states; "
+                        "raise the budget or simplify the pattern"
+                    )
+                j = index[key] = len(reps)
+                reps.append((fs, b))
+            out[b] = j
+        trans.append(out)
+    return _CharDFA(trans, accept, alpha.block_chars)
+
+
+def _first_guard(nfa: NFA, states: frozenset[int]) -> ast.Assert | None:
+    seen = set(states)
+    stack = list(states)
+    while stack:
+        s = stack.pop()
+        for t, g in nfa.eps[s]:
+            if g is not None:
+                return g
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# 3-5. shortest match, UTF-8, trim, minimise
+
+
+def _live_states(trans: list[dict[int, int]], accept: list[bool]) -> list[bool]:
+    rev: list[list[int]] = [[] for _ in trans]
+    for s, out in enumerate(trans):
+        for t in out.values():
+            rev[t].append(s)
+    live = list(accept)
+    stack = [s for s, a in enumerate(accept) if a]
+    while stack:
+        t = stack.pop()
+        for s in rev[t]:
+            if not live[s]:
+                live[s] = True
+                stack.append(s)
+    return live
+
+
+def _to_bytes(cdfa: _CharDFA, max_states: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    live = _live_states(cdfa.trans, cdfa.accept)
+    if not live[0]:
+        return np.zeros((0, 256), np.int32), np.zeros(0, bool)
+    node_index: dict[object, int] = {}
+    rows: list[np.ndarray] = []
+    accept: list[bool] = []
+    pending: deque[tuple[int, object]] = deque()
+
+    def char_state_node(q: int) -> int:
+        key = ("q", q)
+        j = node_index.get(key)
+        if j is None:
+            j = _new_node(key, cdfa.accept[q])
+            seqs: list[tuple[tuple[tuple[int, int], ...], int]] = []
+            by_target: dict[int, list[CharSet]] = {}
+            for b, t in cdfa.trans[q].items():
+                if live[t]:
+                    by_target.setdefault(t, []).append(cdfa.blocks[b])
+            for t, sets in by_target.items():
+                cs = sets[0]
+                for extra in sets[1:]:
+                    cs = cs.union(extra)
+                for lo, hi in cs.ranges:
+                    for seq in utf8_sequences(lo, hi):
+                        seqs.append((seq, t))
+            pending.append((j, frozenset(seqs)))
+        return j
+
+    def _new_node(key: object, acc: bool) -> int:
+        if len(rows) >= max_states:
+            raise CompileBudgetError(
+                f"{where}: the byte automaton needs more than {max_states} states; "
+                "raise the budget or simplify the pattern"
+            )
+        j = node_index[key] = len(rows)
+        rows.append(np.full(256, -1, np.int32))
+        accept.append(acc)
+        return j
+
+    def inner_node(seqs: frozenset[tuple[tuple[tuple[int, int], ...], int]]) -> int:
+        key = ("n", seqs)
+        j = node_index.get(key)
+        if j is None:
+            j = _new_node(key, False)
+            pending.append((j, seqs))
+        return j
+
+    char_state_node(0)
+    while pending:
+        j, seqs = pending.popleft()
+        assert isinstance(seqs, frozenset)
+        cuts = {0, 256}
+        for seq, _t in seqs:
+            cuts.add(seq[0][0])
+            cuts.add(seq[0][1] + 1)
+        cl = sorted(cuts)
+        row = rows[j]
+        for lo, nx in itertools.pairwise(cl):
+            hi = nx - 1
+            rest = []
+            final_target = -1
+            for seq, t in seqs:
+                if seq[0][0] <= lo and hi <= seq[0][1]:
+                    if len(seq) == 1:
+                        final_target = t
+                    else:
+                        rest.append((seq[1:], t))
+            if final_target >= 0:
+                row[lo : hi + 1] = char_state_node(final_target)
+            elif rest:
+                row[lo : hi + 1] = inner_node(frozenset(rest))
+    return np.stack(rows).astype(np.int32), np.array(accept, bool)
+
+
+def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hopcroft minimisation of a trimmed partial DFA; states renumbered BFS from state 0."""
+    n = trans.shape[0]
+    if n == 0:
+        return trans, accept
+    # Byte classes: bytes whose columns are identical behave the same everywhere.
+    cols, byte_class = np.unique(trans.T, axis=0, return_inverse=True)
+    byte_class = byte_class.reshape(-1)
+    k = cols.shape[0]
+    small = cols.T  # [n, k]
+    sink = n
+    full = np.where(small < 0, sink, small)
+    full = np.vstack([full, np.full((1, k), sink, dtype=full.dtype)])
+    acc = np.concatenate([accept, [False]])
+    total = n + 1
+    # inverse transitions: inv[c][t] -> list of sources
+    inv: list[list[list[int]]] = [[[] for _ in range(total)] for _ in range(k)]
+    for s in range(total):
+        row = full[s]
+        for c in range(k):
+            inv[c][int(row[c])].append(s)
+    block_of = [0] * total
+    blocks: list[set[int]] = []
+    a_set = {s for s in range(total) if acc[s]}
+    na_set = set(range(total)) - a_set
+    for initial in (a_set, na_set):
+        if initial:
+            for s in initial:
+                block_of[s] = len(blocks)
+            blocks.append(initial)
+    work = set(range(len(blocks)))
+    while work:
+        a = work.pop()
+        a_states = list(blocks[a])
+        for c in range(k):
+            x: set[int] = set()
+            inv_c = inv[c]
+            for t in a_states:
+                x.update(inv_c[t])
+            if not x:
+                continue
+            touched: dict[int, set[int]] = {}
+            for s in x:
+                touched.setdefault(block_of[s], set()).add(s)
+            for b, inter in touched.items():
+                y = blocks[b]
+                if len(inter) == len(y):
+                    continue
+                rest = y - inter
+                nb = len(blocks)
+                if len(inter) <= len(rest):
+                    blocks[b] = rest
+                    blocks.append(inter)
+                    moved = inter
+                else:
+                    blocks[b] = inter
+                    blocks.append(rest)
+                    moved = rest
+                for s in moved:
+                    block_of[s] = nb
+                if b in work:
+                    work.add(nb)
+                else:
+                    work.add(nb if len(moved) <= len(blocks[b]) else b)
+    sink_block = block_of[sink]
+    # Renumber blocks BFS from the start state's block, dropping the sink.
+    order: dict[int, int] = {}
+    q = deque([block_of[0]])
+    order[block_of[0]] = 0
+    rep = {b: next(iter(blocks[b])) for b in range(len(blocks))}
+    while q:
+        b = q.popleft()
+        s = rep[b]
+        for c in range(k):
+            t = block_of[int(full[s, c])]
+            if t != sink_block and t not in order:
+                order[t] = len(order)
+                q.append(t)
+    m = len(order)
+    new_small = np.full((m, k), -1, np.int32)
+    new_acc = np.zeros(m, bool)
+    for b, i in order.items():
+        s = rep[b]
+        new_acc[i] = bool(acc[s])
+        for c in range(k):
+            t = block_of[int(full[s, c])]
+            if t != sink_block:
+                new_small[i, c] = order[t]
+    return new_small[:, byte_class].astype(np.int32), new_acc
+
+
+def nfa_to_byte_dfa(
+    nfa: NFA,
+    *,
+    mode: str = "text",
+    shortest: bool = False,
+    where: str = "regex",
+    max_states: int = DEFAULT_MAX_DFA_STATES,
+) -> ByteDFA:
+    """Determinise, optionally reduce to shortest matches, encode as UTF-8, and minimise."""
+    if mode not in ("text", "terminal"):
+        raise ValueError(f"mode must be 'text' or 'terminal', not {mode!r}")
+    alpha = _Alphabet(nfa)
+    cdfa = _subset_construction(nfa, alpha, mode, where, max_states)
+    if shortest:
+        cdfa.trans = [({} if cdfa.accept[s] else out) for s, out in enumerate(cdfa.trans)]
+    trans, accept = _to_bytes(cdfa, max_states * 4, where)
+    trans, accept = minimize(trans, accept)
+    return ByteDFA(trans, accept)

@@ -1,0 +1,222 @@
+"""Python ``re`` syntax → :mod:`corral.grammar.regex.ast`.
+
+The pattern is parsed by Python's own regex parser (``re._parser``, ``sre_parse`` before
+3.11), so every pattern ``re`` accepts is read exactly as ``re`` reads it, flags included.
+Character classes that depend on Unicode tables or on ``re.IGNORECASE`` are computed by
+``re`` itself (see :func:`charset.python_class`).
+
+Constructs that are not regular, or whose meaning depends on matching order rather than
+on the language, are refused with :class:`~corral.errors.UnsupportedFeatureError`:
+backreferences, conditional groups, atomic groups, possessive quantifiers, and
+lookaround whose body is longer than one character.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...errors import GrammarError, UnsupportedFeatureError
+from . import ast
+from .charset import EMPTY, NEWLINE, UNIVERSE, CharSet, ascii_class, python_class
+
+try:  # Python 3.11+
+    from re import _constants as C  # type: ignore[attr-defined]  # noqa: N812
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as C  # type: ignore[no-redef]  # noqa: N812
+    import sre_parse  # type: ignore[no-redef]
+
+_I = re.IGNORECASE
+_S = re.DOTALL
+_M = re.MULTILINE
+_A = re.ASCII
+_L = re.LOCALE
+
+_CATEGORY = {
+    C.CATEGORY_DIGIT: ("digit", False),
+    C.CATEGORY_NOT_DIGIT: ("digit", True),
+    C.CATEGORY_SPACE: ("space", False),
+    C.CATEGORY_NOT_SPACE: ("space", True),
+    C.CATEGORY_WORD: ("word", False),
+    C.CATEGORY_NOT_WORD: ("word", True),
+}
+_CATEGORY_ESCAPE = {"digit": "\\d", "space": "\\s", "word": "\\w"}
+
+
+def parse_python_regex(pattern: str, flags: int = 0, *, where: str = "") -> ast.Node:
+    """Parse ``pattern`` (Python ``re`` syntax, with ``flags``) into a syntax tree.
+
+    Raises:
+        GrammarError: the pattern is not valid Python regex syntax (with its position).
+        UnsupportedFeatureError: the pattern uses a construct corral cannot enforce.
+    """
+    if flags & _L:
+        raise UnsupportedFeatureError("re.LOCALE flag", location=where)
+    try:
+        parsed = sre_parse.parse(pattern, flags)
+    except re.error as e:
+        pos = e.pos if e.pos is not None else 0
+        col = pos + 1
+        raise GrammarError(
+            f"invalid regular expression {pattern!r}{' in ' + where if where else ''}: {e.msg}",
+            line=None,
+            snippet=f"{pattern}\n{' ' * (col - 1)}^",
+        ) from None
+    state_flags = parsed.state.flags
+    return _Translator(pattern, where).seq(parsed.data, state_flags)
+
+
+class _Translator:
+    def __init__(self, pattern: str, where: str) -> None:
+        self.pattern = pattern
+        self.where = where or f"regex {pattern!r}"
+
+    def unsupported(self, feature: str, detail: str = "") -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(feature, location=self.where, detail=detail)
+
+    # -- sequences and items ---------------------------------------------------------
+    def seq(self, items: list[tuple[Any, Any]], flags: int) -> ast.Node:
+        nodes = [self.item(op, av, flags) for op, av in items]
+        return nodes[0] if len(nodes) == 1 else ast.Concat(tuple(nodes))
+
+    def item(self, op: Any, av: Any, flags: int) -> ast.Node:
+        if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
+            return ast.Chars(self.char_class(op, av, flags))
+        if op is C.BRANCH:
+            return ast.Alt(tuple(self.seq(list(alt), flags) for alt in av[1]))
+        if op is C.SUBPATTERN:
+            _group, add, dele, sub = av
+            return self.seq(list(sub), (flags | add) & ~dele)
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, sub = av
+            return ast.Repeat(
+                self.seq(list(sub), flags),
+                int(lo),
+                None if hi is C.MAXREPEAT else int(hi),
+                lazy=op is C.MIN_REPEAT,
+            )
+        if op is C.AT:
+            return self.anchor(av, flags)
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            return self.lookaround(op is C.ASSERT_NOT, av, flags)
+        if op in (C.GROUPREF, C.GROUPREF_EXISTS):
+            what = "backreference" if op is C.GROUPREF else "conditional group (?(id)yes|no)"
+            raise self.unsupported(what, "its language is not regular")
+        name = str(op)
+        if name == "POSSESSIVE_REPEAT":
+            raise self.unsupported("possessive quantifier (*+, ++, ?+)")
+        if name == "ATOMIC_GROUP":
+            raise self.unsupported("atomic group (?>...)")
+        raise self.unsupported(f"regex construct {name}")
+
+    # -- one-character nodes -----------------------------------------------------------
+    def char_class(self, op: Any, av: Any, flags: int) -> CharSet:
+        if op is C.ANY:
+            return UNIVERSE if flags & _S else UNIVERSE.difference(NEWLINE)
+        if flags & _I:
+            # Case-insensitive sets come from `re` itself (exact Unicode case folding).
+            return python_class(_with_flags(flags, _source_of(op, av)))
+        if op is C.LITERAL:
+            return CharSet.of(av)
+        if op is C.NOT_LITERAL:
+            return CharSet.of(av).complement()
+        # IN
+        negate = False
+        acc = EMPTY
+        for sub_op, sub_av in av:
+            if sub_op is C.NEGATE:
+                negate = True
+            elif sub_op is C.LITERAL:
+                acc = acc.union(CharSet.of(sub_av))
+            elif sub_op is C.RANGE:
+                acc = acc.union(CharSet([(sub_av[0], sub_av[1])]))
+            elif sub_op is C.CATEGORY:
+                acc = acc.union(self.category(sub_av, flags))
+            else:  # pragma: no cover - sre never emits other items inside a class
+                raise self.unsupported(f"character class item {sub_op}")
+        return acc.complement() if negate else acc
+
+    def category(self, cat: Any, flags: int) -> CharSet:
+        try:
+            name, negated = _CATEGORY[cat]
+        except KeyError:
+            raise self.unsupported(f"character category {cat}") from None
+        cs = ascii_class(name) if flags & _A else python_class(_CATEGORY_ESCAPE[name])
+        return cs.complement() if negated else cs
+
+    # -- zero-width assertions ---------------------------------------------------------
+    def word_chars(self, flags: int) -> CharSet:
+        return ascii_class("word") if flags & _A else python_class("\\w")
+
+    def anchor(self, code: Any, flags: int) -> ast.Node:
+        multiline = bool(flags & _M)
+        if code is C.AT_BEGINNING:
+            if multiline:
+                return ast.Assert(ast.LINE_START, text="^ (multiline)")
+            return ast.Assert(ast.TEXT_START, text="^")
+        if code is C.AT_BEGINNING_STRING:
+            return ast.Assert(ast.TEXT_START, text="\\A")
+        if code is C.AT_END:
+            if multiline:
+                return ast.Assert(ast.LINE_END, text="$ (multiline)")
+            # Python's `$` also matches before a final newline; corral reads it as the end
+            # of the text (a subset of Python's language: sound, never wider).
+            return ast.Assert(ast.TEXT_END, text="$")
+        if code is C.AT_END_STRING:
+            return ast.Assert(ast.TEXT_END, text="\\Z")
+        if code is C.AT_BOUNDARY:
+            return ast.Assert(ast.BOUNDARY, self.word_chars(flags), text="\\b")
+        if code is C.AT_NON_BOUNDARY:
+            return ast.Assert(ast.BOUNDARY, self.word_chars(flags), negate=True, text="\\B")
+        raise self.unsupported(f"anchor {code}")
+
+    def lookaround(self, negate: bool, av: Any, flags: int) -> ast.Node:
+        direction, sub = av
+        kind = ast.BEHIND if direction == -1 else ast.AHEAD
+        written = {
+            (ast.BEHIND, False): "(?<=...)",
+            (ast.BEHIND, True): "(?<!...)",
+            (ast.AHEAD, False): "(?=...)",
+            (ast.AHEAD, True): "(?!...)",
+        }[(kind, negate)]
+        name = "lookbehind" if kind == ast.BEHIND else "lookahead"
+        body = list(sub)
+        # Unwrap groups around a single item.
+        while len(body) == 1 and body[0][0] is C.SUBPATTERN:
+            _g, add, dele, inner = body[0][1]
+            flags = (flags | add) & ~dele
+            body = list(inner)
+        if len(body) == 1 and body[0][0] in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
+            cs = self.char_class(body[0][0], body[0][1], flags)
+            return ast.Assert(kind, cs, negate=negate, text=written)
+        raise self.unsupported(
+            f"{name} assertion {written}",
+            "only lookaround over a single character is supported",
+        )
+
+
+def _with_flags(flags: int, source: str) -> str:
+    letters = ("i" if flags & _I else "") + ("a" if flags & _A else "")
+    return f"(?{letters}:{source})" if letters else source
+
+
+def _source_of(op: Any, av: Any) -> str:
+    """Rebuild a one-character pattern from an sre node (used to ask `re` for its set)."""
+    if op is C.LITERAL:
+        return f"\\U{av:08x}"
+    if op is C.NOT_LITERAL:
+        return f"[^\\U{av:08x}]"
+    parts = []
+    for sub_op, sub_av in av:
+        if sub_op is C.NEGATE:
+            parts.append("^")
+        elif sub_op is C.LITERAL:
+            parts.append(f"\\U{sub_av:08x}")
+        elif sub_op is C.RANGE:
+            parts.append(f"\\U{sub_av[0]:08x}-\\U{sub_av[1]:08x}")
+        elif sub_op is C.CATEGORY:
+            name, negated = _CATEGORY[sub_av]
+            esc = _CATEGORY_ESCAPE[name]
+            parts.append(esc.upper() if negated else esc)
+    return "[" + "".join(parts) + "]"

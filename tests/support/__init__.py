@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: tokenizer assets, grammar corpora, word generators, oracles."""
