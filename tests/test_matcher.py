@@ -300,3 +300,27 @@ def test_compile_rejects_bad_arguments(gpt2) -> None:  # type: ignore[no-untyped
     g = Grammar.from_regex(r"\d+")
     assert corral.compile(g, v) is corral.compile(g, v)  # cached
     assert corral.compile(g, v, cache=False) is not corral.compile(g, v)
+
+
+def test_disk_cache_roundtrip_and_rejects_foreign_files(gpt2, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    vocab = gpt2[1]
+    text = grammar_text("json")
+    first = corral.compile(text, vocab, cache=False, cache_dir=tmp_path)
+    files = list(tmp_path.glob("*.npz"))
+    assert [f.name for f in files] == [f"{first.cache_key}.npz"]
+    second = corral.compile(text, vocab, cache=False, cache_dir=tmp_path, precompute=False)
+    assert second.cache_stats()["cached_states"] == first.cache_stats()["lexer_states"]
+    doc = b'{"a": [1, 2.5e3, "x\\u00e9", true], "b": {}}'
+    m1, m2 = first.matcher(), second.matcher()
+    m1.consume_bytes(doc[:9])
+    m2.consume_bytes(doc[:9])
+    assert np.array_equal(allowed(m1), allowed(m2))
+    # a file written for another grammar is ignored (and nothing changes)
+    other = corral.compile('start: "a"+', vocab, cache=False, precompute=False)
+    assert not other.load_caches(files[0])
+    assert other.cache_stats()["cached_states"] == 0
+    # a damaged file is ignored and rewritten
+    files[0].write_bytes(b"not a zip file")
+    third = corral.compile(text, vocab, cache=False, cache_dir=tmp_path)
+    assert third.cache_stats()["cached_states"] == third.cache_stats()["lexer_states"]
+    assert corral.compile(text, vocab, cache=False, precompute=False).load_caches(files[0])

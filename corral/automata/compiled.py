@@ -7,7 +7,12 @@ written, so a compiled grammar can be shared across threads and sequences.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import tempfile
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,6 +25,7 @@ from .vocabulary import SPECIAL, Vocabulary
 if TYPE_CHECKING:
     from .matcher import Matcher
 
+_DISK_FORMAT = 1  # bump when the layout of the token caches changes
 _DENSE_FRACTION = 1 / 16  # cache a state's tokens as a bitmask when more than V/16 stay alive
 
 
@@ -146,6 +152,96 @@ class CompiledGrammar:
                     + self.tables.nbytes()
                 ),
             }
+
+    # -- on-disk persistence of the token caches ------------------------------------------
+    @property
+    def cache_key(self) -> str:
+        """Hex digest identifying this compilation: grammar, vocabulary and file format."""
+        h = hashlib.sha256()
+        h.update(f"corral-token-cache-v{_DISK_FORMAT}\0".encode())
+        h.update(self.grammar.fingerprint.encode())
+        h.update(b"\0" + self.vocab.hash.encode())
+        h.update(self.tables.gt.tobytes())
+        return h.hexdigest()[:32]
+
+    def save_caches(self, path: str | os.PathLike[str]) -> None:
+        """Write the token caches built so far to ``path`` (``.npz``, plain arrays, no
+        pickle), atomically: a reader never sees a half-written file."""
+        with self._lock:
+            arrays = {
+                "key": np.frombuffer(self.cache_key.encode(), np.uint8),
+                "cmeta": self._cmeta,
+                "dense": self._dense[: self._n_dense],
+                "dense_rank": self._dense_rank[: self._n_dense],
+                "sparse": self._sparse[: self._n_sparse],
+                "ends": self._ends[: self._n_ends],
+            }
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def load_caches(self, path: str | os.PathLike[str]) -> bool:
+        """Replace the token caches with those saved in ``path`` by :meth:`save_caches`.
+
+        Returns ``False`` (and changes nothing) when the file is missing, unreadable, or
+        was written for another grammar, vocabulary or format. Never unpickles.
+        """
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if bytes(z["key"]).decode() != self.cache_key:
+                    return False
+                cmeta, dense, dense_rank = z["cmeta"], z["dense"], z["dense_rank"]
+                sparse, ends = z["sparse"], z["ends"]
+        except (OSError, KeyError, ValueError, UnicodeDecodeError):
+            return False
+        ok = (
+            cmeta.dtype == np.int32
+            and cmeta.shape == self._cmeta.shape
+            and dense.dtype == np.uint32
+            and dense.ndim == 2
+            and dense.shape[1] == self.words
+            and dense_rank.dtype == np.uint32
+            and dense_rank.shape == (dense.shape[0], self.rank_words)
+            and sparse.dtype == np.int32
+            and ends.dtype == np.int32
+            and sparse.ndim == 1
+            and ends.ndim == 1
+        )
+        if ok:  # every reference must stay inside the arrays the kernels will index
+            kind, a, n, e0, ne = (cmeta[:, i].astype(np.int64) for i in range(5))
+            trie = self.vocab.trie
+            ok = bool(
+                np.all((kind >= 0) & (kind <= 2))
+                and np.all((kind != 1) | ((a >= 0) & (a < dense.shape[0])))
+                and np.all((kind != 2) | ((a >= 0) & (n >= 0) & (a + n <= sparse.shape[0])))
+                and np.all((ne == 0) | ((e0 >= 0) & (ne >= 0) & (e0 + 257 + 2 * ne <= len(ends))))
+                and (len(sparse) == 0 or (sparse.min() >= 0 and sparse.max() < trie.n_tokens))
+                and (len(ends) == 0 or (ends.min() >= 0 and ends.max() < trie.n_nodes))
+            )
+        if not ok:
+            return False
+        with self._lock:
+            self._cmeta = np.ascontiguousarray(cmeta)
+            if len(dense):
+                self._dense = np.ascontiguousarray(dense)
+                self._dense_rank = np.ascontiguousarray(dense_rank)
+            else:
+                self._dense = np.zeros((4, self.words), np.uint32)
+                self._dense_rank = np.zeros((4, self.rank_words), np.uint32)
+            self._n_dense = dense.shape[0]
+            self._sparse = np.ascontiguousarray(sparse)
+            self._n_sparse = sparse.shape[0]
+            self._ends = np.ascontiguousarray(ends)
+            self._n_ends = ends.shape[0]
+        return True
 
     def special_start_state(self, token_id: int) -> int:
         """The lexer start state of the terminal that stands for special token ``token_id``."""

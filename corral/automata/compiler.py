@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 from ..grammar.ir import Grammar
@@ -77,6 +79,7 @@ def compile(
     start: str = "start",
     cache: bool = True,
     precompute: bool | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> CompiledGrammar:
     """Compile a grammar spec for a vocabulary.
 
@@ -89,6 +92,12 @@ def compile(
             (``False``); default: now when the grammar has at most
             :data:`PRECOMPUTE_MAX_STATES` lexer states, so small grammars never pay a cache
             build during decoding.
+        cache_dir: a folder for token caches on disk (``<key>.npz``, plain arrays, never
+            pickled). When a file for this grammar and vocabulary is there, its caches are
+            loaded instead of built; otherwise they are built and written there. A file
+            that does not match (other grammar, vocabulary, format, or damaged) is
+            ignored and rewritten. With a ``cache_dir`` every cache is built, whatever
+            ``precompute`` says.
 
     Returns:
         An immutable :class:`CompiledGrammar`, safe to share across threads and sequences.
@@ -111,6 +120,14 @@ def compile(
     compiled = default_cache.get(grammar, vocab) if cache else CompiledGrammar(grammar, vocab)
     if precompute is None:
         precompute = compiled.tables.n_lexer_states <= PRECOMPUTE_MAX_STATES
-    if precompute:
+    if cache_dir is not None:
+        path = Path(cache_dir) / f"{compiled.cache_key}.npz"
+        stats = compiled.cache_stats()
+        if stats["cached_states"] == 0 and compiled.load_caches(path):
+            return compiled
+        if stats["cached_states"] < stats["lexer_states"] or not path.exists():
+            compiled.warm()
+            compiled.save_caches(path)
+    elif precompute:
         compiled.warm()
     return compiled

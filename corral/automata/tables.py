@@ -8,9 +8,10 @@ position, holding
   state ``g`` (all terminal DFAs laid side by side), whose completion will advance the
   parser items of the origin set that expect that terminal.
 
-A lexeme may end at any byte where its DFA accepts (exact context-free semantics, no
-longest-match rule). Ignored terminals (``%ignore``) may occur between any two lexemes and
-at both ends; when one completes, the new set gets the origin set's fresh lexeme items.
+A lexeme ends where its DFA accepts and cannot read the next byte (maximal munch, the
+semantics of Lark's dynamic Earley lexer; see ``corral/grammar/ir.py``). Ignored terminals
+(``%ignore``) may occur between any two lexemes and at both ends; when one completes, the
+new set gets the origin set's fresh lexeme items.
 
 Everything the kernels need is packed into one ``int32`` array ``gt`` (header + sections)
 and the 2-D lexer transition table ``lex_trans`` (rows: lexer states, columns: byte

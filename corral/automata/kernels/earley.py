@@ -121,7 +121,8 @@ def _add_l(L, stamp, sorig, ctx, ni, l0, g, o):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, inline="always")
 def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, o):  # type: ignore[no-untyped-def]
-    """A lexeme of terminal ``t`` started for set ``o`` ends here: advance set ``o``'s items."""
+    """A lexeme of terminal ``t`` started for set ``o`` ends here: advance set ``o``'s items
+    (and, for an ignored terminal, carry set ``o``'s fresh lexemes over)."""
     ni = gt[H_NI]
     if gt[gt[H_TERM_IGNORE] + t]:
         # An ignored lexeme: the parser stays where it was at `o`; copy o's fresh lexemes.
@@ -132,7 +133,8 @@ def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, o):  # type: i
                 _add_l(L, stamp, sorig, ctx, ni, l0, g, o)
         if S[o, 2]:
             ctx[C_ACC] = 1
-        return
+        # A terminal may be both ignored and named in rules (Lark merges equal literals):
+        # it may then also advance the items that expect it, below.
     item_sym = gt[H_ITEM_SYM]
     for r in range(S[o, 0], S[o + 1, 0]):
         it = P[r, 0]
