@@ -168,7 +168,7 @@ class CompiledGrammar:
         """Write the token caches built so far to ``path`` (``.npz``, plain arrays, no
         pickle), atomically: a reader never sees a half-written file."""
         with self._lock:
-            arrays = {
+            arrays: dict[str, np.ndarray] = {
                 "key": np.frombuffer(self.cache_key.encode(), np.uint8),
                 "cmeta": self._cmeta,
                 "dense": self._dense[: self._n_dense],
