@@ -181,7 +181,15 @@ class CompiledGrammar:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
+                np.savez(
+                    f,
+                    key=arrays["key"],
+                    cmeta=arrays["cmeta"],
+                    dense=arrays["dense"],
+                    dense_rank=arrays["dense_rank"],
+                    sparse=arrays["sparse"],
+                    ends=arrays["ends"],
+                )
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
