@@ -1,6 +1,6 @@
 """corral: constrained generation for language models.
 
-Grammars (Lark), regular expressions (and JSON Schemas) compile into token-level automata
+Grammars (Lark), regular expressions and JSON Schemas compile into token-level automata
 whose masks are computed by Numba kernels::
 
     import corral
@@ -42,6 +42,8 @@ _LAZY = {
     "apply_token_bitmask_inplace": "corral.automata",
     "bitmask_to_bool": "corral.automata",
     "fill_next_token_bitmasks": "corral.automata",
+    "explain": "corral.grammar.json_schema",
+    "SchemaError": "corral.grammar.json_schema.load",
 }
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "GrammarError",
     "Matcher",
     "MatcherStateError",
+    "SchemaError",
     "TokenRejectedError",
     "TokenizerError",
     "UnsupportedFeatureError",
@@ -61,6 +64,7 @@ __all__ = [
     "apply_token_bitmask_inplace",
     "bitmask_to_bool",
     "compile",
+    "explain",
     "fill_next_token_bitmasks",
 ]
 
@@ -76,6 +80,8 @@ if TYPE_CHECKING:  # pragma: no cover
         fill_next_token_bitmasks,
     )
     from .grammar import Grammar
+    from .grammar.json_schema import explain
+    from .grammar.json_schema.load import SchemaError
 
 
 def __getattr__(name: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +36,16 @@ class CompileCache:
             self._texts.clear()
 
     def grammar_for_text(self, text: str, start: str) -> Grammar:
-        key = (text, start)
+        return self.grammar_for((text, start), lambda: Grammar.from_lark(text, start))
+
+    def grammar_for(self, key: tuple[str, str], build: Callable[[], Grammar]) -> Grammar:
+        """The grammar built from a source identified by ``key`` (built once, then reused)."""
         with self._lock:
             g = self._texts.get(key)
             if g is not None:
                 self._texts.move_to_end(key)
                 return g
-        g = Grammar.from_lark(text, start)
+        g = build()
         with self._lock:
             self._texts[key] = g
             while len(self._texts) > 4 * self.max_entries:
@@ -80,11 +84,14 @@ def compile(
     cache: bool = True,
     precompute: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    **schema_options: Any,
 ) -> CompiledGrammar:
     """Compile a grammar spec for a vocabulary.
 
     Args:
-        spec: Lark grammar text, or a :class:`Grammar` (e.g. from ``Grammar.from_regex``).
+        spec: Lark grammar text; a JSON Schema (a dict, a bool, JSON text starting with
+            ``{``, or a pydantic model class); or a :class:`Grammar` (e.g. from
+            ``Grammar.from_regex``).
         vocab: the model's :class:`Vocabulary`.
         start: start rule for Lark text.
         cache: reuse an identical earlier compilation (see :data:`default_cache`).
@@ -98,6 +105,8 @@ def compile(
             that does not match (other grammar, vocabulary, format, or damaged) is
             ignored and rewritten. With a ``cache_dir`` every cache is built, whatever
             ``precompute`` says.
+        schema_options: options for a JSON Schema ``spec`` (see
+            :class:`corral.grammar.json_schema.Options`: ``whitespace``, ``final_check``...).
 
     Returns:
         An immutable :class:`CompiledGrammar`, safe to share across threads and sequences.
@@ -107,16 +116,7 @@ def compile(
             f"vocab must be a corral.Vocabulary (e.g. Vocabulary.from_hf(tokenizer)), "
             f"not {type(vocab).__name__}"
         )
-    if isinstance(spec, Grammar):
-        grammar = spec
-    elif isinstance(spec, str):
-        grammar = (
-            default_cache.grammar_for_text(spec, start) if cache else Grammar.from_lark(spec, start)
-        )
-    else:
-        raise TypeError(
-            f"cannot compile a {type(spec).__name__}: pass Lark grammar text or a corral.Grammar"
-        )
+    grammar = _grammar_of(spec, start, cache, schema_options)
     compiled = default_cache.get(grammar, vocab) if cache else CompiledGrammar(grammar, vocab)
     if precompute is None:
         precompute = compiled.tables.n_lexer_states <= PRECOMPUTE_MAX_STATES
@@ -131,3 +131,42 @@ def compile(
     elif precompute:
         compiled.warm()
     return compiled
+
+
+def _is_schema(spec: Any) -> bool:
+    if isinstance(spec, (dict, bool)):
+        return True
+    if isinstance(spec, type) and hasattr(spec, "model_json_schema"):
+        return True
+    return isinstance(spec, str) and spec.lstrip().startswith("{")
+
+
+def _grammar_of(spec: Any, start: str, cache: bool, schema_options: dict[str, Any]) -> Grammar:
+    if _is_schema(spec):
+        import json
+
+        from ..grammar.json_schema import grammar_from_json_schema
+        from ..grammar.json_schema.load import as_schema
+
+        schema = as_schema(spec)
+        key = (
+            "json-schema:" + json.dumps(schema, sort_keys=True, ensure_ascii=False),
+            json.dumps(schema_options, sort_keys=True, default=repr),
+        )
+        build = lambda: grammar_from_json_schema(schema, **schema_options)  # noqa: E731
+        return default_cache.grammar_for(key, build) if cache else build()
+    if schema_options:
+        raise TypeError(
+            f"options {sorted(schema_options)} apply to JSON Schemas only, not to "
+            f"{type(spec).__name__}"
+        )
+    if isinstance(spec, Grammar):
+        return spec
+    if isinstance(spec, str):
+        return (
+            default_cache.grammar_for_text(spec, start) if cache else Grammar.from_lark(spec, start)
+        )
+    raise TypeError(
+        f"cannot compile a {type(spec).__name__}: pass Lark grammar text, a JSON Schema "
+        "(dict, JSON text, pydantic model class) or a corral.Grammar"
+    )

@@ -42,7 +42,11 @@ class Matcher:
         )
         self._memo = np.zeros((mask.MEMO_SIZE, 3), np.int64)
         self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._history: list[tuple[int, bool]] = []  # (n_sets before the token, finished before)
+        # (n_sets, finished, text length) before each consumed token
+        self._history: list[tuple[int, bool, int]] = []
+        self._text = bytearray()  # the bytes consumed so far
+        self._check = compiled.grammar.final_check
+        self._check_memo: tuple[tuple[int, int], bool] | None = None
         self._finished = False
         self._n_sets = 0
         if self._call(earley.init_chart) != 1:  # pragma: no cover - normalisation rules it out
@@ -87,7 +91,17 @@ class Matcher:
 
     def is_accepting(self) -> bool:
         """Whether the tokens consumed so far form a complete word of the grammar."""
-        return bool(self._S[self._n_sets - 1, 2])
+        if not self._S[self._n_sets - 1, 2]:
+            return False
+        return self._check is None or self._passes_final_check()
+
+    def _passes_final_check(self) -> bool:
+        """The grammar's final check on the text so far (cached per position)."""
+        key = (self._n_sets, len(self._text))
+        if self._check_memo is None or self._check_memo[0] != key:
+            assert self._check is not None
+            self._check_memo = (key, bool(self._check(bytes(self._text))))
+        return self._check_memo[1]
 
     def is_finished(self) -> bool:
         """Whether an EOS token has been consumed."""
@@ -128,6 +142,13 @@ class Matcher:
                 c.eos_ids, states, frames, self._memo, dst, rk,
             )  # fmt: skip
             if st == 0:
+                if (
+                    self._check is not None
+                    and self._S[self._n_sets - 1, 2]
+                    and not self._passes_final_check()
+                ):
+                    for e in c.eos_ids.tolist():
+                        dst[e >> 5] &= ~np.uint32(1 << (e & 31))
                 return
             if st > 0:  # a lexer state without a token cache yet
                 top = self._S[self._n_sets - 1, 1], self._S[self._n_sets, 1]
@@ -173,7 +194,7 @@ class Matcher:
                 tid, f"token id {tid} is outside the vocabulary (size {c.vocab_size})"
             )
         kind = int(c._kinds[tid])
-        before = (self._n_sets, self._finished)
+        before = (self._n_sets, self._finished, len(self._text))
         if self._finished:
             if kind == EOS:
                 self._history.append(before)
@@ -188,6 +209,8 @@ class Matcher:
         if kind == NORMAL:
             data, start, stop = c.token_data(tid)
             n = self._call(earley.consume_bytes, self._n_sets, data, start, stop)
+            if n > 0:
+                self._text += data[start:stop].tobytes()
         elif kind == SPECIAL and tid in c._special_term_of_token:
             n = self._call(earley.consume_special, self._n_sets, c.special_start_state(tid))
         else:
@@ -237,6 +260,7 @@ class Matcher:
         if n <= 0:
             return False
         self._n_sets = n
+        self._text += bytes(data)
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
@@ -247,10 +271,11 @@ class Matcher:
             )
         if num_tokens == 0:
             return
-        n_sets, finished = self._history[-num_tokens]
+        n_sets, finished, text_len = self._history[-num_tokens]
         del self._history[-num_tokens:]
         self._n_sets = n_sets
         self._finished = finished
+        del self._text[text_len:]
 
     def reset(self) -> None:
         """Back to the start of the grammar."""
@@ -270,6 +295,9 @@ class Matcher:
         new._memo = np.zeros((mask.MEMO_SIZE, 3), np.int64)
         new._scratch = None
         new._history = list(self._history)
+        new._text = bytearray(self._text)
+        new._check = self._check
+        new._check_memo = self._check_memo
         new._finished = self._finished
         new._n_sets = self._n_sets
         return new

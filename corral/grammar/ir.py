@@ -24,7 +24,7 @@ not empty (else :class:`~corral.errors.EmptyLanguageError`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,9 @@ class Terminal:
     special: str | None = None
 
 
+FinalCheck = Callable[[bytes], bool]
+
+
 @dataclass(frozen=True)
 class Rule:
     """``lhs → rhs``; ``rhs`` names terminals or nonterminals (empty tuple: the empty string)."""
@@ -66,7 +69,16 @@ class Grammar:
     ``corral.compile`` on the schema directly).
     """
 
-    __slots__ = ("_fingerprint", "description", "ignore", "rules", "start", "terminals")
+    __slots__ = (
+        "_fingerprint",
+        "description",
+        "final_check",
+        "final_check_id",
+        "ignore",
+        "rules",
+        "start",
+        "terminals",
+    )
 
     def __init__(
         self,
@@ -76,8 +88,20 @@ class Grammar:
         ignore: Sequence[str] = (),
         *,
         description: str = "",
+        final_check: FinalCheck | None = None,
+        final_check_id: str = "",
     ) -> None:
+        """See the class docs. ``final_check`` (with ``final_check_id``, a string that
+        identifies what it checks, part of the fingerprint) is a predicate on a complete
+        word, for constraints the rules over-approximate (e.g. JSON Schema ``uniqueItems``):
+        a word is accepted only if the rules derive it *and* ``final_check(word)`` holds.
+        """
         from .normalize import normalize
+
+        if final_check is not None and not final_check_id:
+            raise ValueError("a final_check needs a final_check_id (used in the fingerprint)")
+        self.final_check = final_check
+        self.final_check_id = final_check_id
 
         terms, rls, ign = normalize(dict(terminals), list(rules), start, list(ignore))
         self.terminals: Mapping[str, Terminal] = terms
@@ -129,6 +153,26 @@ class Grammar:
         term = Terminal("REGEX", dfa, source=f"/{pattern}/")
         return cls({"REGEX": term}, [Rule("start", ("REGEX",))], "start", (), description=pattern)
 
+    @classmethod
+    def from_json_schema(cls, schema: Any, **options: Any) -> Grammar:
+        """The grammar of the JSON texts valid for a JSON Schema.
+
+        ``schema``: a dict or bool, JSON text, or a pydantic v2 model class. Options (see
+        :class:`corral.grammar.json_schema.Options`): ``whitespace``, ``max_whitespace``,
+        ``additional_properties``, ``final_check``, budgets. Use
+        :func:`corral.explain` to see how each keyword is enforced.
+
+        Raises:
+            SchemaError (a ``GrammarError``): malformed JSON or an invalid schema, with the
+                line/column or JSON pointer.
+            UnsupportedFeatureError: a keyword corral cannot enforce, with its JSON pointer.
+            EmptyLanguageError: no value satisfies the schema.
+            CompileBudgetError: the grammar would exceed a budget.
+        """
+        from .json_schema import grammar_from_json_schema
+
+        return grammar_from_json_schema(schema, **options)
+
     # -- identity -----------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
@@ -136,6 +180,7 @@ class Grammar:
         if self._fingerprint is None:
             h = hashlib.sha256()
             h.update(f"start={self.start}\nignore={sorted(self.ignore)}\n".encode())
+            h.update(f"final_check={self.final_check_id}\n".encode())
             for r in sorted(self.rules, key=lambda r: (r.lhs, r.rhs)):
                 h.update(f"{r.lhs}->{' '.join(r.rhs)}\n".encode())
             for name in sorted(self.terminals):

@@ -554,3 +554,144 @@ def nfa_to_byte_dfa(
     trans, accept = _to_bytes(cdfa, max_states * 4, where)
     trans, accept = minimize(trans, accept)
     return ByteDFA(trans, accept)
+
+
+# ---------------------------------------------------------------------------------------
+# 5. operations on byte DFAs
+
+
+def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keep the states reachable from 0 that can reach acceptance; renumber, 0 stays start.
+
+    ``trans``: ``int32 [n, 256]`` with ``-1`` for dead. Returns empty arrays when the
+    language is empty.
+    """
+    n = trans.shape[0]
+    if n == 0:
+        return trans, accept
+    reach = np.zeros(n, bool)
+    reach[0] = True
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        for t in np.unique(trans[s]).tolist():
+            if t >= 0 and not reach[t]:
+                reach[t] = True
+                stack.append(t)
+    outs = [{b: int(t) for b, t in enumerate(row.tolist()) if t >= 0} for row in trans]
+    live = np.array(_live_states(outs, [bool(a) for a in accept]), bool) & reach
+    if not live[0]:
+        return np.zeros((0, 256), np.int32), np.zeros(0, bool)
+    keep = np.flatnonzero(live)
+    new_id = np.full(n + 1, -1, np.int32)
+    new_id[keep] = np.arange(keep.shape[0], dtype=np.int32)
+    t2 = trans[keep]
+    t2 = np.where(t2 >= 0, new_id[np.where(t2 >= 0, t2, n)], -1).astype(np.int32)
+    return t2, accept[keep].copy()
+
+
+def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATES,
+              where: str = "intersection") -> ByteDFA:  # fmt: skip
+    """The minimal DFA of the strings both ``a`` and ``b`` accept (product construction).
+
+    Raises :class:`~corral.errors.CompileBudgetError` beyond ``max_states`` product states.
+    """
+    if a.n_states == 0 or b.n_states == 0:
+        return ByteDFA(np.zeros((0, 256), np.int32), np.zeros(0, bool))
+    index = {(0, 0): 0}
+    pairs = [(0, 0)]
+    rows: list[np.ndarray] = []
+    i = 0
+    while i < len(pairs):
+        sa, sb = pairs[i]
+        ta, tb = a.trans[sa], b.trans[sb]
+        row = np.full(256, -1, np.int32)
+        for byte in np.flatnonzero((ta >= 0) & (tb >= 0)).tolist():
+            key = (int(ta[byte]), int(tb[byte]))
+            j = index.get(key)
+            if j is None:
+                if len(pairs) >= max_states:
+                    raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
+                j = index[key] = len(pairs)
+                pairs.append(key)
+            row[byte] = j
+        rows.append(row)
+        i += 1
+    trans = np.stack(rows).astype(np.int32)
+    accept = np.array([bool(a.accept[x]) and bool(b.accept[y]) for x, y in pairs], bool)
+    trans, accept = trim(trans, accept)
+    if trans.shape[0] == 0:
+        return ByteDFA(trans, accept)
+    trans, accept = minimize(trans, accept)
+    return ByteDFA(trans, accept)
+
+
+def complement(a: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
+    """The complete (untrimmed) DFA of all byte strings ``a`` rejects, as ``(trans, accept)``.
+
+    Meant as an operand of :func:`intersect`-style products (see :func:`difference`).
+    """
+    n = a.n_states
+    sink = n
+    trans = np.full((n + 1, 256), sink, np.int32)
+    if n:
+        trans[:n] = np.where(a.trans >= 0, a.trans, sink)
+    accept = np.ones(n + 1, bool)
+    if n:
+        accept[:n] = ~a.accept
+    return trans, accept
+
+
+def difference(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATES,
+               where: str = "difference") -> ByteDFA:  # fmt: skip
+    """The minimal DFA of the strings ``a`` accepts and ``b`` does not."""
+    trans, accept = complement(b)
+    # `complement` is complete and untrimmed: wrap it so `intersect` can read it as a DFA.
+    return intersect(a, ByteDFA(trans, accept), max_states=max_states, where=where)
+
+
+def union_of_literals(words: list[bytes]) -> ByteDFA:
+    """The minimal DFA accepting exactly the byte strings in ``words``."""
+    rows: list[np.ndarray] = [np.full(256, -1, np.int32)]
+    accept = [False]
+    for w in words:
+        s = 0
+        for byte in w:
+            t = int(rows[s][byte])
+            if t < 0:
+                t = len(rows)
+                rows.append(np.full(256, -1, np.int32))
+                accept.append(False)
+                rows[s][byte] = t
+            s = t
+        accept[s] = True
+    trans, acc = trim(np.stack(rows), np.array(accept, bool))
+    if trans.shape[0] == 0:
+        return ByteDFA(trans, acc)
+    trans, acc = minimize(trans, acc)
+    return ByteDFA(trans, acc)
+
+
+def quoted(body: ByteDFA, quote: int = 0x22, *, minimal: bool = True) -> ByteDFA:
+    """``quote body quote``: the DFA of the body's strings between two quote bytes.
+
+    Where the body may end it must not read the quote byte (JSON string bodies read it
+    only after a backslash), so the closing quote is unambiguous.
+    """
+    n = body.n_states
+    if n == 0:
+        return body
+    if np.any(body.trans[body.accept, quote] >= 0):
+        raise ValueError("the body reads the quote byte where it may end")
+    trans = np.full((n + 2, 256), -1, np.int32)
+    trans[0, quote] = 1
+    trans[1 : n + 1] = np.where(body.trans >= 0, body.trans + 1, -1)
+    final = n + 1
+    for s in np.flatnonzero(body.accept).tolist():
+        trans[s + 1, quote] = final
+    accept = np.zeros(n + 2, bool)
+    accept[final] = True
+    trans, accept = trim(trans, accept)
+    if minimal:
+        trans, accept = minimize(trans, accept)
+    return ByteDFA(trans, accept)

@@ -1,0 +1,175 @@
+"""Reading a JSON Schema: text, dict, or pydantic model → a checked schema and its resolver.
+
+* JSON text is parsed with errors that give line and column.
+* pydantic v2 model classes (anything with ``model_json_schema()``) are accepted.
+* The dialect comes from ``$schema`` (drafts 2020-12, 2019-09, 7, 6, 4; default 2020-12)
+  and the schema is checked against that draft's meta-schema (errors carry the JSON
+  pointer of the offending keyword).
+* ``$ref`` is resolved inside the document only (``#/...`` pointers, ``$defs`` /
+  ``definitions``, ``$anchor``, embedded ``$id`` resources). A reference to anything else
+  is refused and never fetched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import GrammarError, UnsupportedFeatureError
+
+DRAFTS = {
+    "https://json-schema.org/draft/2020-12/schema": "2020-12",
+    "https://json-schema.org/draft/2019-09/schema": "2019-09",
+    "http://json-schema.org/draft-07/schema": "7",
+    "http://json-schema.org/draft-06/schema": "6",
+    "http://json-schema.org/draft-04/schema": "4",
+}
+DEFAULT_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+ROOT_URI = "urn:corral:root"
+
+
+class SchemaError(GrammarError):
+    """The schema is malformed: not JSON, or not valid against its draft's meta-schema."""
+
+    def __init__(self, message: str, pointer: str = "", **kw: Any) -> None:
+        self.pointer = pointer
+        super().__init__(message, **kw)
+
+
+@dataclass
+class LoadedSchema:
+    """A checked schema with what is needed to resolve its references.
+
+    Attributes:
+        schema: the schema (a dict or a boolean).
+        dialect: the ``$schema`` URI in effect (normalised, no trailing ``#``).
+        draft: short draft name (``"2020-12"``, ``"7"``, ...).
+        registry: a ``referencing.Registry`` holding the document (refuses retrieval).
+    """
+
+    schema: Any
+    dialect: str
+    draft: str
+    registry: Any
+
+    def resolver(self) -> Any:
+        from referencing.jsonschema import specification_with
+
+        root_id = specification_with(self.dialect).id_of(self.schema)
+        return self.registry.resolver(base_uri=root_id or ROOT_URI)
+
+    def validator(self, format_checker: Any = None) -> Any:
+        """A ``jsonschema`` validator for the whole schema (formats checked by
+        ``format_checker`` when given)."""
+        from jsonschema.validators import validator_for
+
+        cls = validator_for(self.schema, default=_validator_class(self.dialect))
+        return cls(self.schema, registry=self.registry, format_checker=format_checker)
+
+
+def _normalise_dialect(uri: str) -> str:
+    """The known dialect URI ``uri`` names (``http``/``https`` and a trailing ``#`` ignored)."""
+    u = uri.rstrip("#").rstrip("/")
+    for known in DRAFTS:
+        if u.split("://", 1)[-1] == known.split("://", 1)[-1]:
+            return known
+    return u
+
+
+def _validator_class(dialect: str) -> Any:
+    import jsonschema
+
+    return {
+        "2020-12": jsonschema.Draft202012Validator,
+        "2019-09": jsonschema.Draft201909Validator,
+        "7": jsonschema.Draft7Validator,
+        "6": jsonschema.Draft6Validator,
+        "4": jsonschema.Draft4Validator,
+    }[DRAFTS[dialect]]
+
+
+def parse_schema_text(text: str | bytes) -> Any:
+    """Parse JSON text; :class:`SchemaError` with line and column on failure."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(
+            f"the schema is not valid JSON: {e.msg}", line=e.lineno, column=e.colno
+        ) from None
+
+
+def as_schema(spec: Any) -> Any:
+    """Turn any accepted schema input into a dict or boolean (nothing is checked yet)."""
+    if isinstance(spec, (str, bytes)):
+        return parse_schema_text(spec)
+    if isinstance(spec, type) and hasattr(spec, "model_json_schema"):
+        return spec.model_json_schema()
+    if isinstance(spec, (dict, bool)):
+        return spec
+    raise TypeError(
+        f"a JSON Schema must be a dict, a bool, JSON text or a pydantic model class, "
+        f"not {type(spec).__name__}"
+    )
+
+
+def _refuse_retrieval(uri: str) -> Any:
+    raise UnsupportedFeatureError(
+        "remote $ref",
+        location=uri,
+        detail="references outside the schema document are never fetched; "
+        "put the referenced schema under $defs",
+    )
+
+
+def load_schema(spec: Any) -> LoadedSchema:
+    """Parse, check against the meta-schema and index a schema (see the module docs)."""
+    from referencing import Registry, Resource
+    from referencing.jsonschema import specification_with
+
+    schema = as_schema(spec)
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
+    dialect = DEFAULT_DIALECT
+    if isinstance(schema, dict) and "$schema" in schema:
+        given = schema["$schema"]
+        if not isinstance(given, str):
+            raise SchemaError("$schema must be a string", pointer="/$schema")
+        dialect = _normalise_dialect(given)
+        if dialect not in DRAFTS:
+            raise UnsupportedFeatureError(
+                "$schema",
+                location="/$schema",
+                detail=f"unknown dialect {given!r}; supported: " + ", ".join(DRAFTS),
+            )
+    cls = _validator_class(dialect)
+    errors = sorted(cls(cls.META_SCHEMA).iter_errors(schema), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        pointer = "".join(f"/{_escape(str(p))}" for p in e.path)
+        raise SchemaError(
+            f"invalid schema at {pointer or '/'}: {e.message}", pointer=pointer or "/"
+        )
+    from jsonschema_specifications import REGISTRY as META_SCHEMAS
+
+    resource = Resource.from_contents(schema, default_specification=specification_with(dialect))
+    registry = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+    # the official meta-schemas may be referenced (they are bundled, never fetched)
+    registry = registry.with_resources(META_SCHEMAS.items())
+    root_id = resource.id()
+    registry = registry.with_resource(ROOT_URI, resource)
+    if root_id:
+        registry = registry.with_resource(root_id, resource)
+    registry = registry.crawl()
+    return LoadedSchema(schema, dialect, DRAFTS[dialect], registry)
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def pointer_join(pointer: str, *tokens: str | int) -> str:
+    """``pointer`` extended by JSON-pointer ``tokens`` (escaped)."""
+    return pointer + "".join(f"/{_escape(str(t))}" for t in tokens)

@@ -1,0 +1,186 @@
+"""JSON string terminals: the encoded form of strings with length, pattern and format.
+
+A JSON Schema constrains the *decoded* string; a grammar terminal reads the *encoded*
+bytes between the quotes. Every function here returns a :class:`ByteDFA` over the encoded
+bytes, quotes included.
+
+Encoding rules:
+
+* Plain strings (only ``minLength``/``maxLength``, or nothing) accept every JSON escape:
+  ``\\" \\\\ \\/ \\b \\f \\n \\r \\t``, ``\\uXXXX`` (either case) and surrogate pairs, each
+  counting as one character; lone surrogates are refused (they are not Unicode text).
+* Strings with ``pattern`` or ``format`` are written literally, except the characters
+  JSON requires to be escaped (``"``, ``\\``, control characters), which may take any of
+  their escaped forms; ``/`` may also be ``\\/``. (Writing e.g. ``é`` as ``\\u00e9`` is
+  valid JSON but not offered there: the automaton would grow by a hex range per class.)
+  If the pattern has lookaround or ``\\b`` next to such characters, they are left out
+  altogether: an escape would otherwise be seen as the characters that spell it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..regex import ast, python_regex_dfa
+from ..regex.charset import CharSet
+from ..regex.dfa import ByteDFA, intersect, nfa_to_byte_dfa, quoted, trim
+from ..regex.nfa import build_nfa
+
+# One character of a JSON string body, encoded (Python regex over code points).
+UNIT = (
+    r'[^"\\\x00-\x1f]'
+    r'|\\["\\/bfnrt]'
+    r"|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})"
+    r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+MAX_EXACT_LENGTH = 256  # longer minLength/maxLength bounds are left to the final check
+
+_SHORT = {0x22: '"', 0x5C: "\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+_MUST_ESCAPE = CharSet([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
+_GUARDS = frozenset({ast.BEHIND, ast.AHEAD, ast.BOUNDARY, ast.LINE_START, ast.LINE_END})
+
+_unit_cache: dict[str, ByteDFA] = {}
+
+
+def unit_dfa() -> ByteDFA:
+    """The DFA of one encoded character (prefix-free: a complete unit reads nothing more)."""
+    d = _unit_cache.get("unit")
+    if d is None:
+        d = _unit_cache["unit"] = python_regex_dfa(f"(?:{UNIT})", mode="text")
+    return d
+
+
+def counted_body(lo: int, hi: int | None) -> ByteDFA:
+    """Encoded bodies of ``lo`` to ``hi`` characters (``hi=None``: no upper bound)."""
+    u = unit_dfa()
+    top = lo if hi is None else hi
+    nu = u.n_states
+    # state (k, s) = k characters done, inside a unit at unit state s; id = k * nu + s
+    n = (top + 1) * nu
+    trans = np.full((n, 256), -1, np.int32)
+    accept = np.zeros(n, bool)
+    for k in range(top + 1):
+        base = k * nu
+        nxt = u.trans.copy()
+        done = nxt >= 0
+        done_idx = np.where(done, nxt, 0)
+        completes = done & u.accept[done_idx]
+        k2 = k if hi is None and k == top else k + 1  # past `lo` with no bound: stay
+        inner = np.where(done, base + nxt, -1)
+        out = np.where(completes, k2 * nu if k2 <= top else -1, inner)
+        trans[base : base + nu] = out
+        accept[base] = k >= lo
+    # Already minimal up to the trim: unit states are minimal and counts are distinguishable
+    # (each count level has a different set of remaining lengths), so skip Hopcroft here.
+    return ByteDFA(*trim(trans, accept))
+
+
+def plain_string(lo: int = 0, hi: int | None = None) -> ByteDFA:
+    """A quoted JSON string of ``lo``..``hi`` characters (code points)."""
+    return quoted(counted_body(lo, hi), minimal=False)
+
+
+def _has_guards(node: ast.Node) -> bool:
+    if isinstance(node, ast.Assert):
+        return node.kind in _GUARDS
+    if isinstance(node, (ast.Concat, ast.Alt)):
+        return any(_has_guards(x) for x in node.items)
+    if isinstance(node, ast.Repeat):
+        return _has_guards(node.item)
+    return False
+
+
+def _lit(text: str) -> ast.Node:
+    return ast.Concat(tuple(ast.Chars(CharSet.of(c)) for c in text))
+
+
+def _hex_digit(d: str) -> ast.Node:
+    return ast.Chars(CharSet.of(d.lower(), d.upper()))
+
+
+_HEX = "0123456789abcdef"
+
+
+def _escapes(cs: CharSet) -> list[ast.Node]:
+    """The escaped spellings of the members of ``cs`` that JSON requires to be escaped
+    (plus ``\\/``): short forms, and ``\\uXXXX`` grouped by the third hex digit so a
+    whole class costs a few alternatives, not one per character."""
+    forms: list[ast.Node] = []
+    for cp, letter in _SHORT.items():
+        if cp in cs:
+            forms.append(_lit("\\" + letter))
+    if 0x2F in cs:
+        forms.append(_lit("\\/"))
+    need = cs.intersection(_MUST_ESCAPE)
+    groups: dict[int, set[int]] = {}
+    for lo, hi in need.ranges:
+        for cp in range(lo, hi + 1):
+            groups.setdefault(cp >> 4, set()).add(cp & 15)
+    for high, lows in sorted(groups.items()):
+        digits = "".join(_HEX[x] for x in sorted(lows))
+        low = ast.Chars(CharSet.of(*digits, *digits.upper()))
+        forms.append(ast.Concat((_lit("\\u00"), _hex_digit(_HEX[high]), low)))
+    return forms
+
+
+def encode_node(node: ast.Node, *, escapes: bool = True) -> ast.Node:
+    """The tree of the encoded forms of the strings ``node`` matches (see module docs)."""
+    if isinstance(node, ast.Chars):
+        raw = node.chars.difference(_MUST_ESCAPE)
+        alts: list[ast.Node] = [ast.Chars(raw)] if raw else []
+        if escapes:
+            alts.extend(_escapes(node.chars))
+        if len(alts) == 1:
+            return alts[0]
+        return ast.Alt(tuple(alts))
+    if isinstance(node, ast.Concat):
+        return ast.Concat(tuple(encode_node(x, escapes=escapes) for x in node.items))
+    if isinstance(node, ast.Alt):
+        return ast.Alt(tuple(encode_node(x, escapes=escapes) for x in node.items))
+    if isinstance(node, ast.Repeat):
+        return ast.Repeat(encode_node(node.item, escapes=escapes), node.min, node.max, node.lazy)
+    return node
+
+
+def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
+    """The encoded-body DFA of a decoded-string language given as a regex tree."""
+    enc = encode_node(node, escapes=not _has_guards(node))
+    return nfa_to_byte_dfa(build_nfa(enc), mode="text", where=where, max_states=max_states)
+
+
+# Length bounds on a pattern/format string are compiled when the product automaton stays
+# small (estimated as body states x longest length); otherwise the final check enforces them.
+LENGTH_PRODUCT_BUDGET = 20_000
+
+
+def constrained_string(
+    *,
+    lo: int = 0,
+    hi: int | None = None,
+    nodes: list[tuple[ast.Node, str]] = (),  # type: ignore[assignment]
+    max_states: int = 50_000,
+) -> tuple[ByteDFA, bool]:
+    """A quoted JSON string whose decoded value matches every tree in ``nodes`` (each with a
+    description for messages) and has ``lo``..``hi`` characters.
+
+    Returns ``(dfa, lengths_enforced)``: ``False`` when the length bounds were left out
+    because the automaton would grow too large (see :data:`LENGTH_PRODUCT_BUDGET`).
+    """
+    if not nodes:
+        return plain_string(lo, hi), True
+    body: ByteDFA | None = None
+    for node, where in nodes:
+        d = body_of_node(node, where=where, max_states=max_states)
+        body = d if body is None else intersect(body, d, max_states=max_states, where=where)
+    assert body is not None
+    enforced = True
+    if lo > 0 or hi is not None:
+        longest = hi if hi is not None else lo
+        if body.n_states * (longest + 1) <= LENGTH_PRODUCT_BUDGET:
+            body = intersect(
+                body, counted_body(lo, hi), max_states=max_states, where="string length"
+            )
+        else:
+            enforced = False
+    # both operands were minimal, so quoting keeps the DFA minimal
+    return quoted(body, minimal=False), enforced
