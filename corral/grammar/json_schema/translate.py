@@ -34,7 +34,7 @@ from ...errors import CompileBudgetError, EmptyLanguageError, UnsupportedFeature
 from ..ir import Grammar, Rule, Terminal
 from ..regex import ByteDFA, ast, literal_dfa, python_regex_dfa
 from ..regex.charset import CharSet
-from ..regex.dfa import difference, intersect
+from ..regex.dfa import deadline, difference, intersect
 from .load import LoadedSchema, pointer_join
 from .strings import MAX_EXACT_LENGTH, constrained_string, encode_node, plain_string
 
@@ -93,6 +93,8 @@ class Options:
         final_check: validate the complete document with ``jsonschema`` before EOS (needed
             for the keywords the grammar over-approximates; see the module docs).
         max_states: automaton states allowed per terminal.
+        pattern_budget_s: time allowed to build one string automaton (pattern, format,
+            lengths); beyond it the pattern or format is left to the final check.
         max_rules: grammar rules allowed in total.
         time_budget_s: wall-clock budget for building the grammar.
     """
@@ -105,6 +107,7 @@ class Options:
     max_states: int = 50_000
     max_rules: int = 200_000
     time_budget_s: float = 30.0
+    pattern_budget_s: float = 5.0
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("compact", "flexible"):
@@ -151,6 +154,7 @@ class _Builder:
         self._merge_depth = 0
         self._validator_cls: Any = None
         self._alive: list[Any] = []
+        self._too_large: set[str] = set()  # patterns/formats whose automaton is too large
 
     # -- bookkeeping --------------------------------------------------------------------
     def note(self, ptr: str, kw: str, status: str, detail: str = "") -> None:
@@ -664,7 +668,23 @@ class _Builder:
             lengths.append(enforced)
             return dfa
 
-        name = self.term(key, make, f"string at {ptr or '/'}", "STR")
+        body_key = _canonical([s.get("pattern"), fmt])
+        try:
+            if nodes and body_key in self._too_large:
+                raise CompileBudgetError("known to be too large")
+            with deadline(self.opt.pattern_budget_s):
+                name = self.term(key, make, f"string at {ptr or '/'}", "STR")
+        except CompileBudgetError:
+            if not nodes or self.deadline < time.monotonic():
+                raise
+            self._too_large.add(body_key)
+            # the pattern/format automaton is too large: the final check enforces it
+            for node_ptr in [w for _, w in nodes]:
+                self._needs_check(node_ptr, node_ptr.rsplit("/", 1)[-1], "automaton too large")
+            nodes = []
+            self._term_keys.pop(key, None)
+            lengths.clear()
+            name = self.term(key + ":plain", make, f"string at {ptr or '/'}", "STR")
         if lengths and not lengths[0]:
             for kw in ("minLength", "maxLength"):
                 if kw in s:

@@ -25,8 +25,12 @@ that would need a character outside the lexeme is refused.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import contextvars
 import itertools
+import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +42,33 @@ from .nfa import NFA
 from .utf8 import utf8_sequences
 
 DEFAULT_MAX_DFA_STATES = 50_000
+
+# An optional wall-clock deadline (``time.monotonic()``) for automaton construction, set
+# by callers that run under a compile budget (see :func:`deadline`).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("_DEADLINE", default=None)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Within the block, automaton construction raises :class:`CompileBudgetError` once
+    ``seconds`` have passed (``None``: no limit; nested limits keep the earliest)."""
+    if seconds is None:
+        yield
+        return
+    end = time.monotonic() + seconds
+    outer = _DEADLINE.get()
+    token = _DEADLINE.set(end if outer is None else min(outer, end))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _check_deadline(where: str) -> None:
+    end = _DEADLINE.get()
+    if end is not None and time.monotonic() > end:
+        raise CompileBudgetError(f"{where}: building the automaton ran out of time")
+
 
 _BOS = -1  # no character (start or end of the text)
 _OUTSIDE = -2  # a character outside the lexeme: unknown in terminal mode
@@ -266,10 +297,20 @@ def _subset_construction(
     reps: list[tuple[frozenset[int], int]] = [(frozenset([nfa.start]), start_prev)]
     trans: list[dict[int, int]] = []
     accept: list[bool] = []
-    closure_cache: dict[tuple[frozenset[int], int, int], tuple[frozenset[int], set[int]]] = {}
+    closure_cache: dict[tuple[object, ...], tuple[frozenset[int], set[int]]] = {}
+
+    # The closure depends on the neighbouring characters only through the guards'
+    # outcomes, so blocks with equal outcomes share one closure.
+    sig_cache: dict[tuple[int, int], tuple[bool | None, ...]] = {}
+
+    def sig_of(prev: int, nxt: int) -> tuple[bool | None, ...]:
+        sig = sig_cache.get((prev, nxt))
+        if sig is None:
+            sig = sig_cache[(prev, nxt)] = tuple(ev.holds(g, prev, nxt) for g in guards)
+        return sig
 
     def closure(states: frozenset[int], prev: int, nxt: int) -> tuple[frozenset[int], set[int]]:
-        k = (states, 0, 0) if guard_free else (states, prev, nxt)
+        k: tuple[object, ...] = (states,) if guard_free else (states, sig_of(prev, nxt))
         r = closure_cache.get(k)
         if r is None:
             r = closure_cache[k] = _closure(nfa, states, prev, nxt, ev, guard_free)
@@ -300,30 +341,37 @@ def _subset_construction(
                         targets_by_block.setdefault(b, set()).add(t)
                         m ^= low
         else:
+            groups: dict[tuple[bool | None, ...], int] = {}  # guard outcomes -> blocks
             for b in range(alpha.n_blocks):
-                clean, tainted = closure(states, prev, b)
-                tgt: set[int] = set()
+                sig = sig_of(prev, b)
+                groups[sig] = groups.get(sig, 0) | (1 << b)
+            for gmask in groups.values():
+                b0 = (gmask & -gmask).bit_length() - 1
+                clean, tainted = closure(states, prev, b0)
                 for s in clean:
                     for mask, t in edge_blocks[s]:
-                        if mask >> b & 1:
-                            tgt.add(t)
+                        m = mask & gmask
+                        while m:
+                            low = m & -m
+                            targets_by_block.setdefault(low.bit_length() - 1, set()).add(t)
+                            m ^= low
                 for s in tainted:
                     for mask, _t in edge_blocks[s]:
-                        if mask >> b & 1:
+                        if mask & gmask:
                             g = _first_guard(nfa, states)
                             raise (
                                 ev.refuse(g, "start")
                                 if g
                                 else UnsupportedFeatureError("assertion", location=where)
                             )
-                if tgt:
-                    targets_by_block[b] = tgt
         for b, tgt in targets_by_block.items():
             fs = frozenset(tgt)
             pk: object = prev_keys[b] if not guard_free else 0
             key = (fs, pk)
             j = index.get(key)
             if j is None:
+                if len(reps) & 63 == 63:
+                    _check_deadline(where)
                 if len(reps) >= max_states:
                     raise CompileBudgetError(
                         f"{where}: the automaton needs more than {max_states} states; "
@@ -400,6 +448,8 @@ def _to_bytes(cdfa: _CharDFA, max_states: int, where: str) -> tuple[np.ndarray, 
         return j
 
     def _new_node(key: object, acc: bool) -> int:
+        if len(rows) & 63 == 63:
+            _check_deadline(where)
         if len(rows) >= max_states:
             raise CompileBudgetError(
                 f"{where}: the byte automaton needs more than {max_states} states; "
@@ -476,7 +526,11 @@ def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndar
                 block_of[s] = len(blocks)
             blocks.append(initial)
     work = set(range(len(blocks)))
+    rounds = 0
     while work:
+        rounds += 1
+        if rounds & 255 == 0:
+            _check_deadline("minimising an automaton")
         a = work.pop()
         a_states = list(blocks[a])
         for c in range(k):
@@ -617,6 +671,8 @@ def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATE
             row[byte] = j
         rows.append(row)
         i += 1
+        if i & 255 == 0:
+            _check_deadline(where)
     trans = np.stack(rows).astype(np.int32)
     accept = np.array([bool(a.accept[x]) and bool(b.accept[y]) for x, y in pairs], bool)
     trans, accept = trim(trans, accept)
