@@ -197,6 +197,18 @@ def test_options(llama3) -> None:  # type: ignore[no-untyped-def]
     extra = '{"a": 1, "b": "x"}'
     assert accepts(corral.compile(schema, vocab), tok, extra)
     assert not accepts(corral.compile(schema, vocab, additional_properties=False), tok, extra)
+    # property order chosen by the model: each property at most once, required ones present
+    three = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "null"}},
+        "required": ["a", "b"],
+    }
+    c = corral.compile(three, vocab, property_order="any")
+    for text, want in [('{"b": "x", "a": 1}', True), ('{"c": null, "a": 1, "b": "x"}', True),
+                       ('{"a": 1}', False), ('{"a": 1, "a": 2, "b": "x"}', False),
+                       ('{"z": 0, "b": "x", "a": 1}', True)]:  # fmt: skip
+        assert accepts(c, tok, text) == want, text
+    assert not accepts(corral.compile(three, vocab), tok, '{"b": "x", "a": 1}')
     with pytest.raises(ValueError, match="whitespace"):
         corral.compile(schema, vocab, whitespace="pretty")
     with pytest.raises(TypeError, match="JSON Schemas only"):

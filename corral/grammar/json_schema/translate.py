@@ -86,7 +86,10 @@ class Options:
             ``max_whitespace`` spaces, tabs or newlines around punctuation).
         max_whitespace: longest whitespace run in ``"flexible"`` mode.
         property_order: ``"schema"``: properties appear in the order of ``properties``
-            (then required names not listed there, then additional properties).
+            (then required names not listed there, then additional properties). ``"any"``:
+            the model chooses the order (each property at most once, additional ones
+            anywhere), for objects with at most ``any_order_max_properties`` named
+            properties (the grammar grows as 2^n); larger objects keep schema order.
         additional_properties: ``None`` follows the schema (and the spec: allowed unless
             said otherwise); ``False`` forbids properties the schema does not name wherever
             it does not say ``additionalProperties`` itself.
@@ -102,6 +105,7 @@ class Options:
     whitespace: str = "compact"
     max_whitespace: int = 4
     property_order: str = "schema"
+    any_order_max_properties: int = 8
     additional_properties: bool | None = None
     final_check: bool = True
     max_states: int = 50_000
@@ -112,8 +116,10 @@ class Options:
     def __post_init__(self) -> None:
         if self.whitespace not in ("compact", "flexible"):
             raise ValueError(f"whitespace must be 'compact' or 'flexible', not {self.whitespace!r}")
-        if self.property_order != "schema":
-            raise ValueError(f"property_order must be 'schema', not {self.property_order!r}")
+        if self.property_order not in ("schema", "any"):
+            raise ValueError(
+                f"property_order must be 'schema' or 'any', not {self.property_order!r}"
+            )
         if self.max_whitespace < 1:
             raise ValueError("max_whitespace must be at least 1")
 
@@ -864,6 +870,18 @@ class _Builder:
                 pair_syms.append((None, False))
             else:
                 pair_syms.append((self._seq("pair", self.lit(_canonical(k)), colon, sym), req))
+        extra_pair: str | None = None
+        if extra:
+            extra_pair = self.fresh("xpair")
+            for kname, sym in extra:
+                self.add(extra_pair, kname, colon, sym)
+        named = [(p, r) for p, r in pair_syms if p is not None]
+        if self.opt.property_order == "any":
+            if len(named) <= self.opt.any_order_max_properties:
+                return self._any_order(named, extra_pair)
+            self.note(pointer_join(ptr, "properties"), "properties", EXACT,
+                      f"written in schema order: more than "
+                      f"{self.opt.any_order_max_properties} properties")  # fmt: skip
         # R[i][e]: properties i.. still to come, e = something was written already
         n = len(pair_syms)
         R = [[self.fresh("o"), self.fresh("o")] for _ in range(n + 1)]
@@ -873,11 +891,6 @@ class _Builder:
                     self.add(R[i][e], *([comma] if e else []), pair, R[i + 1][1])
                 if not req:
                     self.add(R[i][e], R[i + 1][e])
-        extra_pair: str | None = None
-        if extra:
-            extra_pair = self.fresh("xpair")
-            for kname, sym in extra:
-                self.add(extra_pair, kname, colon, sym)
         for e in (0, 1):
             self.add(R[n][e])
             if extra_pair is not None:
@@ -886,6 +899,37 @@ class _Builder:
                 self.add(more)
                 self.add(more, comma, extra_pair, more)
         return self._seq("obj", self.punct("{"), R[0][0], self.punct("}"))
+
+    def _any_order(self, named: list[tuple[str, bool]], extra_pair: str | None) -> str:
+        """An object whose named properties come in any order, each at most once, the
+        required ones all present, additional pairs anywhere: states are the sets of
+        properties written so far (hence the size limit)."""
+        comma = self.punct(",")
+        required = 0
+        for i, (_, req) in enumerate(named):
+            if req:
+                required |= 1 << i
+        names: dict[tuple[int, int], str] = {}
+        todo = [(0, 0)]
+        names[(0, 0)] = self.fresh("u")
+        while todo:
+            mask, e = todo.pop()
+            lhs = names[(mask, e)]
+            sep = [comma] if e else []
+            if mask & required == required:
+                self.add(lhs)
+            moves: list[tuple[str, int]] = [
+                (pair, mask | 1 << i) for i, (pair, _) in enumerate(named) if not mask >> i & 1
+            ]
+            if extra_pair is not None:
+                moves.append((extra_pair, mask))
+            for pair, nxt in moves:
+                key = (nxt, 1)
+                if key not in names:
+                    names[key] = self.fresh("u")
+                    todo.append(key)
+                self.add(lhs, *sep, pair, names[key])
+        return self._seq("obj", self.punct("{"), names[(0, 0)], self.punct("}"))
 
     def key_filter(self, schema: Any, ptr: str, resolver: Any) -> ByteDFA | None:
         """The encoded keys ``propertyNames`` allows, or ``None`` (final check) if the
