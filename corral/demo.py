@@ -48,6 +48,12 @@ def greedy(model: Any, prompt_ids: Any, *, matcher: Any = None, eos_ids: set[int
     import corral
 
     stats = {"forward_s": 0.0, "mask_s": 0.0, "forced": 0.0, "steps": 0.0}
+
+    def tokenize(data: bytes) -> list[int]:
+        # the model's own tokenization of forced text (complete characters only)
+        text = data.decode("utf-8", "ignore")
+        return list(tokenizer.encode(text, add_special_tokens=False)) if tokenizer else []
+
     out: list[int] = []
     bitmask = corral.allocate_bitmask(1, matcher.vocab_size) if matcher is not None else None
     past = None
@@ -63,7 +69,11 @@ def greedy(model: Any, prompt_ids: Any, *, matcher: Any = None, eos_ids: set[int
         new: list[int]
         if matcher is not None:
             t0 = time.perf_counter()
-            forced = matcher.forced_tokens() if os.environ.get("CORRAL_DEMO_FF", "1") == "1" else []
+            forced = (
+                matcher.forced_tokens(tokenize)
+                if os.environ.get("CORRAL_DEMO_FF", "1") == "1"
+                else []
+            )
             if forced:
                 new = forced
                 stats["forced"] += len(forced)
@@ -131,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     for text in TEXTS:
         ids = tok(PROMPT.format(text=text), return_tensors="pt").input_ids
         m = compiled.matcher()
-        c_ids, c_stats = greedy(model, ids, matcher=m, eos_ids=eos_ids,
+        c_ids, c_stats = greedy(model, ids, matcher=m, eos_ids=eos_ids, tokenizer=tok,
                                 max_new_tokens=args.max_new_tokens)  # fmt: skip
         f_ids, _f_stats = greedy(model, ids, eos_ids=eos_ids, max_new_tokens=args.max_new_tokens,
                                 stop_text="\n", tokenizer=tok)  # fmt: skip

@@ -212,6 +212,11 @@ def test_forced_tokens(gpt2) -> None:  # type: ignore[no-untyped-def]
     m.consume_tokens(tok.encode('"'))
     assert m.forced_bytes() == b', "age": '
     assert m.is_accepting() is False
+    # cut by the tokenizer: the tokens it would produce for the forced text
+    canon = m.forced_tokens(lambda b: tok.encode(b.decode()))
+    assert canon and canon == tok.encode(', "age": ')[: len(canon)]
+    # a tokenizer whose cut does not spell the forced bytes is ignored
+    assert m.forced_tokens(lambda b: tok.encode("nonsense")) == m.forced_tokens()
     for t in m.forced_tokens():
         m.consume(t)
 

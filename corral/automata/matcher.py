@@ -303,6 +303,20 @@ class Matcher:
         return new
 
     # -- fast-forward -----------------------------------------------------------------
+    def _cut(self, data: bytes, ids: list[int]) -> list[tuple[int, int]]:
+        """``(token, start)`` for the leading ``ids`` that spell a prefix of ``data``."""
+        out: list[tuple[int, int]] = []
+        i = 0
+        for tok in ids:
+            if not 0 <= tok < self.compiled.vocab_size:
+                break
+            piece = self.compiled.vocab.token_bytes(tok)
+            if not piece or data[i : i + len(piece)] != piece:
+                break
+            out.append((tok, i))
+            i += len(piece)
+        return out
+
     def forced_bytes(self) -> bytes:
         """Bytes every valid continuation starts with (empty if the next byte is a choice
         or the output may end here)."""
@@ -326,26 +340,31 @@ class Matcher:
             self._n_sets = saved
         return bytes(forced)
 
-    def forced_tokens(self) -> list[int]:
+    def forced_tokens(self, tokenize: Callable[[bytes], list[int]] | None = None) -> list[int]:
         """Tokens the grammar forces next, for fast-forward (possibly empty).
 
-        The forced bytes are cut into the longest vocabulary tokens, left to right; a final
-        token is dropped while some token could extend it past the forced bytes (so the
-        model keeps the choice of merging it with what follows). Each returned token is
-        checked to be allowed in turn.
+        The forced bytes are cut into tokens by ``tokenize`` when given (e.g. the model's
+        tokenizer, so the model sees the tokenization it was trained on; a cut whose bytes
+        do not spell the forced bytes is ignored), else into the longest vocabulary tokens,
+        left to right. A final token is dropped while some token could extend it past the
+        forced bytes (so the model keeps the choice of merging it with what follows). Each
+        returned token is checked to be allowed in turn.
         """
         data = self.forced_bytes()
         if not data:
             return []
         trie = self.compiled.vocab.trie
         tokens: list[tuple[int, int]] = []  # (token, start)
-        i = 0
-        while i < len(data):
-            tok, ln = _longest_token(trie, data, i)
-            if tok < 0:
-                break
-            tokens.append((tok, i))
-            i += ln
+        if tokenize is not None:
+            tokens = self._cut(data, tokenize(data))
+        if not tokens:
+            i = 0
+            while i < len(data):
+                tok, ln = _longest_token(trie, data, i)
+                if tok < 0:
+                    break
+                tokens.append((tok, i))
+                i += ln
         while tokens and _extends_beyond(trie, data, tokens[-1][1]):
             tokens.pop()
         n_ok = 0

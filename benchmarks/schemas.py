@@ -1,0 +1,850 @@
+"""Side-by-side JSON Schema benchmark on MaskBench: corral, llguidance, XGrammar, outlines-core.
+
+Usage (from the repository root, with the project's virtual environment active)::
+
+    python benchmarks/schemas.py [--schemas 200] [--seed 0] [--timeout 30]
+        [--engines corral,llguidance,xgrammar,outlines-core] [--tokenizer llama3]
+        [--out benchmarks/results]
+
+The full measurement is the default: ``python benchmarks/schemas.py`` (200 schemas, seed 0).
+
+The sample: the MaskBench files (``*.json`` under ``--maskbench``, each
+``{"schema": ..., "tests": [{"data": ..., "valid": bool}, ...]}``), sorted by name, shuffled
+with ``random.Random(seed)``, first ``--schemas`` of them. One process, one thread
+(``OMP/RAYON/NUMBA/MKL_NUM_THREADS=1``); schemas in the outer loop, engines in the inner
+loop, so that load changes on the machine hit every engine alike. Before any timing each
+engine compiles a small schema and replays a document through it (code loading, JIT).
+
+For every schema and engine:
+
+1. **TTFM** (time to first mask): compile the schema from scratch (no compile cache), make a
+   matcher and fill its first next-token mask; timed as one interval with
+   ``time.perf_counter_ns`` (the JSON also splits it into compile and first mask). Every
+   engine receives the same JSON text (``json.dumps(schema)``) and must produce compact
+   JSON (see ``ENGINE_NOTES`` for each engine's call and options). A failure is recorded
+   with its error class and first line; a TTFM above ``--timeout`` is a timeout.
+   The timeout is a ``SIGALRM`` timer (``signal.setitimer``) around the compile and first
+   mask. It interrupts Python code (corral, which also gets ``time_budget_s``), but a call
+   into Rust or C++ (llguidance, XGrammar, outlines-core) runs to its end before the
+   signal's handler can run: such a call is reported as a timeout when it returns late, but
+   it is not cut short, so a pathological schema can hold the run for as long as the
+   engine takes.
+2. **TBM** (time between masks): the first valid test instance, serialised with
+   ``json.dumps(v, separators=(",", ":"), ensure_ascii=False)`` with every object's keys in
+   schema order (the order corral writes them), tokenized once with
+   ``tokenizer.encode(text, add_special_tokens=False)``; before each token only the
+   engine's mask fill is timed, then the token is consumed; finally the last mask is timed
+   (it must allow EOS). Documents an engine rejects are listed and left out of its TBM.
+3. **Correctness**: every test instance (valid and invalid) is consumed token by token by a
+   fresh matcher, then the matcher must be accepting. JSON objects are unordered and the
+   engines write properties in schema order, so an instance counts as accepted when it is
+   accepted as given or with its keys in schema order. A schema *passes* when it compiled
+   and every instance is classified right.
+
+The replay of steps 2 and 3 has its own ``SIGALRM`` budget (``--replay-timeout``, same
+limits as above for Rust/C++ calls). Results: a Markdown report on stdout and a JSON file
+``schemas-<tokenizer>-<date>.json`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Single-threaded everywhere; must be set before numba / torch / the Rust engines load.
+for _var in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import functools  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from collections.abc import Callable, Iterator, Sequence  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, ClassVar  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from engines import (  # noqa: E402
+    CorralEngine,
+    Engine,
+    GrammarCompileError,
+    LLGuidanceEngine,
+    XGrammarEngine,
+)
+from run import (  # noqa: E402
+    DEFAULT_TOKENIZERS_DIR,
+    DocRun,
+    cpu_model,
+    fmt,
+    git_state,
+    package_version,
+    resolve_tokenizer,
+    run_document,
+    timer_overhead_ns,
+)
+from workloads import DEFAULT_MASKBENCH_DIR, Document, encode, maskbench_file_order  # noqa: E402
+
+#: Compiled and replayed by every engine before any timing (code loading, JIT).
+WARMUP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "age": {"type": "integer", "minimum": 0},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "kind": {"enum": ["a", "b"]},
+    },
+    "required": ["name", "age"],
+}
+WARMUP_INSTANCE: dict[str, Any] = {"name": "Ann", "age": 41, "tags": ["x", "y"], "kind": "b"}
+
+
+# ---------------------------------------------------------------------------------------
+# JSON helpers
+# ---------------------------------------------------------------------------------------
+def serialise(value: Any) -> str:
+    """Compact JSON, non-ASCII written literally (how every instance is given to engines)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def property_rank(schema: Any) -> dict[str, int]:
+    """Property names in the order they first appear in the schema text (``properties``
+    keys, then ``required`` names, then keys of objects in ``const``/``enum``).
+
+    The same order as ``tests/support/schema_runner.py``: the order corral's grammars write
+    object properties in.
+    """
+    order: dict[str, int] = {}
+    late: list[str] = []
+
+    def walk(node: Any, in_value: bool = False) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if in_value:
+                    late.append(k)
+                    walk(v, True)
+                elif k == "properties" and isinstance(v, dict):
+                    for name in v:
+                        order.setdefault(name, len(order))
+                    walk(v)
+                elif k == "required" and isinstance(v, list):
+                    late.extend(x for x in v if isinstance(x, str))
+                elif k in ("const", "enum", "default", "examples"):
+                    walk(v, True)
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for x in node:
+                walk(x, in_value)
+
+    walk(schema)
+    for name in late:
+        order.setdefault(name, len(order))
+    return order
+
+
+def in_schema_order(value: Any, rank: dict[str, int]) -> Any:
+    """``value`` with every object's keys in schema order (unknown keys last, as given)."""
+    if isinstance(value, dict):
+        keys = sorted(enumerate(value), key=lambda p: (rank.get(p[1], len(rank)), p[0]))
+        return {k: in_schema_order(value[k], rank) for _, k in keys}
+    if isinstance(value, list):
+        return [in_schema_order(x, rank) for x in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# Engines
+# ---------------------------------------------------------------------------------------
+class CompileTimeoutError(Exception):
+    """The engine gave up on its own time budget (counted as a timeout)."""
+
+
+class SchemaEngine(Engine):
+    """An :class:`Engine` that also compiles JSON Schemas.
+
+    :meth:`compile_schema` returns an engine-specific handle; :meth:`start_matcher` gives
+    the matcher whose first mask is part of TTFM, :meth:`new_matcher` a fresh matcher at the
+    start state for the replays (the start matcher is never advanced).
+    """
+
+    #: Whether a ``SIGALRM`` handler can interrupt :meth:`compile_schema` (pure Python).
+    interruptible: ClassVar[bool] = False
+    schema_notes: ClassVar[str] = ""
+
+    def compile(self, lark_text: str, workload: str) -> Any:  # pragma: no cover - unused
+        raise NotImplementedError("schemas.py compiles JSON Schemas only")
+
+    def compile_schema(self, schema_text: str, timeout_s: float) -> Any:
+        raise NotImplementedError
+
+    def start_matcher(self, handle: Any) -> Any:
+        return self.new_matcher(handle)
+
+    def new_matcher(self, handle: Any) -> Any:
+        raise NotImplementedError
+
+    def warmup(self, tokenizer: Any) -> None:
+        """Compile :data:`WARMUP_SCHEMA` and replay :data:`WARMUP_INSTANCE` (untimed)."""
+        handle = self.compile_schema(json.dumps(WARMUP_SCHEMA), 60.0)
+        bm = self.new_bitmask()
+        self.fill(self.start_matcher(handle), bm)
+        m = self.new_matcher(handle)
+        for tok in encode(tokenizer, serialise(WARMUP_INSTANCE)):
+            self.fill(m, bm)
+            if not self.consume(m, tok):
+                raise RuntimeError(f"{self.name}: the warm-up instance was rejected")
+        self.fill(m, bm)
+        if not self.is_accepting(m):
+            raise RuntimeError(f"{self.name}: the warm-up instance was not accepted")
+
+
+class CorralSchemaEngine(SchemaEngine, CorralEngine):
+    interruptible = True
+    schema_notes = (
+        "corral.compile(schema_text, vocab, cache=False, precompute=False, "
+        "time_budget_s=timeout): schema translation, grammar and automata; lexer-state token "
+        "caches are built lazily, on first use inside mask calls (the first mask of TTFM "
+        "builds the start state's); whitespace='compact' (no whitespace but one optional "
+        "space after ',' and ':'); final_check on (jsonschema validation of the complete "
+        "document inside is_accepting and the EOS decision of the last mask)"
+    )
+
+    def compile_schema(self, schema_text: str, timeout_s: float) -> Any:
+        from corral.errors import CompileBudgetError
+
+        try:
+            return self._corral.compile(
+                schema_text, self.vocab, cache=False, precompute=False, time_budget_s=timeout_s
+            )
+        except CompileBudgetError as e:
+            raise CompileTimeoutError(str(e)) from e
+
+    def new_matcher(self, handle: Any) -> Any:
+        return handle.matcher()
+
+
+class LLGuidanceSchemaEngine(SchemaEngine, LLGuidanceEngine):
+    schema_notes = (
+        "LLMatcher(tokenizer, LLMatcher.grammar_from_json_schema(schema_text, "
+        "defaults={whitespace_flexible: False, item_separator: ',', key_separator: ':'})) "
+        "(the same as grammar_from('json_schema', ...) with compact separators); llguidance "
+        "builds lexer states lazily, so part of the work is in the masks; TTFM's first mask "
+        "is filled on the constructed matcher, replays run on deep_copy() of it; the "
+        "construction drops the GIL and cannot be interrupted by the timeout"
+    )
+    options: ClassVar[dict[str, Any]] = {
+        "whitespace_flexible": False,
+        "item_separator": ",",
+        "key_separator": ":",
+    }
+
+    def compile_schema(self, schema_text: str, timeout_s: float) -> Any:
+        llg = self._llg
+        grammar = llg.LLMatcher.grammar_from_json_schema(schema_text, defaults=self.options)
+        matcher = llg.LLMatcher(self.tokenizer, grammar, log_level=0)
+        if matcher.is_error():
+            raise GrammarCompileError(matcher.get_error())
+        return matcher
+
+    def start_matcher(self, handle: Any) -> Any:
+        return handle
+
+    def new_matcher(self, handle: Any) -> Any:
+        return handle.deep_copy()
+
+
+class XGrammarSchemaEngine(SchemaEngine, XGrammarEngine):
+    strict_mode: ClassVar[bool] = False
+    schema_notes = (
+        "one GrammarCompiler(max_threads=1, cache_enabled=False) for all schemas (compile "
+        "cache disabled, not a fresh compiler per schema); compile_json_schema(schema_text, "
+        "any_whitespace=False, separators=(',', ':'), strict_mode=<--xgrammar-strict, "
+        "default False: additional properties and items allowed as the spec says>), which "
+        "includes XGrammar's adaptive token-mask cache, + GrammarMatcher(compiled); C++, "
+        "cannot be interrupted by the timeout"
+    )
+
+    def compile_schema(self, schema_text: str, timeout_s: float) -> Any:
+        return self.compiler.compile_json_schema(
+            schema_text,
+            any_whitespace=False,
+            separators=(",", ":"),
+            strict_mode=self.strict_mode,
+        )
+
+    def new_matcher(self, handle: Any) -> Any:
+        return self._xgr.GrammarMatcher(handle)
+
+
+class OutlinesCoreEngine(SchemaEngine):
+    """outlines-core: a regex from the schema, an ``Index`` (token-level DFA) over it."""
+
+    name = "outlines-core"
+    modules = ("outlines_core",)
+    packages = ("outlines-core",)
+    schema_notes = (
+        "Index(build_regex_from_schema(schema_text, whitespace_pattern=''), vocabulary) "
+        "+ Guide(index): the whole token-level DFA is built at compile time; the "
+        "Vocabulary maps every normal token's bytes (corral.Vocabulary.from_hf's decoding; "
+        "special tokens and EOS left out) to its ids; masks are written by "
+        "Guide.write_mask_into into a NumPy int32 bitmask; Rust, cannot be interrupted by "
+        "the timeout"
+    )
+
+    def __init__(self, tokenizer: Any, vocab_size: int, eos_id: int) -> None:
+        super().__init__(tokenizer, vocab_size, eos_id)
+        import corral
+        import outlines_core
+        from corral.automata.vocabulary import NORMAL
+
+        self._oc = outlines_core
+        cv = corral.Vocabulary.from_hf(tokenizer, vocab_size=vocab_size, eos_token_ids=[eos_id])
+        by_bytes: dict[bytes, list[int]] = {}
+        for i in np.flatnonzero(cv.kinds == NORMAL).tolist():
+            by_bytes.setdefault(cv.token_bytes(i), []).append(i)
+        self.vocabulary = outlines_core.Vocabulary(eos_id, by_bytes)
+        self.words = (vocab_size + 31) // 32
+
+    def compile_schema(self, schema_text: str, timeout_s: float) -> Any:
+        oc = self._oc
+        regex = oc.json_schema.build_regex_from_schema(schema_text, "")
+        return oc.Index(regex, self.vocabulary)
+
+    def new_matcher(self, handle: Any) -> Any:
+        return self._oc.Guide(handle)
+
+    def new_bitmask(self) -> Any:
+        return np.zeros((1, self.words), np.int32)
+
+    def fill(self, matcher: Any, bitmask: Any) -> None:
+        matcher.write_mask_into(bitmask.ctypes.data, bitmask.size, 4)
+
+    def bind_fill(self, matcher: Any, bitmask: Any) -> Callable[[], object]:
+        return functools.partial(matcher.write_mask_into, bitmask.ctypes.data, bitmask.size, 4)
+
+    def consume(self, matcher: Any, token: int) -> bool:
+        try:
+            matcher.advance(token, False)
+        except ValueError:
+            return False
+        return True
+
+    def is_accepting(self, matcher: Any) -> bool:
+        return bool(matcher.is_finished())
+
+
+SCHEMA_ENGINES: dict[str, type[SchemaEngine]] = {
+    "corral": CorralSchemaEngine,
+    "llguidance": LLGuidanceSchemaEngine,
+    "xgrammar": XGrammarSchemaEngine,
+    "outlines-core": OutlinesCoreEngine,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Time limits
+# ---------------------------------------------------------------------------------------
+class DeadlineError(Exception):
+    """Raised by the ``SIGALRM`` handler when a time limit has passed."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise DeadlineError()
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise :class:`DeadlineError` in the main thread once ``seconds`` have passed.
+
+    Python code is interrupted; a Rust/C++ call finishes first, then the handler raises.
+    """
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def first_line(e: BaseException) -> str:
+    """``ErrorClass: first line of the message`` (at most 200 characters)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:200]
+
+
+# ---------------------------------------------------------------------------------------
+# Measurement
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Instance:
+    """A MaskBench test instance, tokenized as given and with keys in schema order."""
+
+    valid: bool
+    token_seqs: list[tuple[int, ...]]
+
+
+@dataclass
+class Case:
+    """One sampled schema."""
+
+    name: str
+    schema_text: str
+    instances: list[Instance]
+    doc: Document | None  # the first valid instance, keys in schema order
+
+
+@dataclass
+class Result:
+    """One engine on one schema."""
+
+    engine: str
+    schema: str
+    status: str = "ok"  # ok | compile error | timeout | replay timeout
+    error: str = ""
+    compile_ns: int | None = None
+    first_mask_ns: int | None = None
+    doc: DocRun | None = None
+    valid_rejected: list[int] = field(default_factory=list)
+    invalid_accepted: list[int] = field(default_factory=list)
+    n_instances: int = 0
+
+    @property
+    def ttfm_ns(self) -> int | None:
+        if self.compile_ns is None or self.first_mask_ns is None:
+            return None
+        return self.compile_ns + self.first_mask_ns
+
+    @property
+    def passing(self) -> bool:
+        return self.status == "ok" and not self.valid_rejected and not self.invalid_accepted
+
+
+def load_cases(
+    tokenizer: Any, maskbench_dir: Path, n: int, seed: int, max_tokens: int | None
+) -> list[Case]:
+    """The first ``n`` MaskBench files in shuffled order (see :func:`maskbench_file_order`)."""
+    files = list(maskbench_dir.glob("*.json"))
+    if not files:
+        raise SystemExit(f"no MaskBench files (*.json) in {maskbench_dir}")
+    cases = []
+    for path in maskbench_file_order(files, "shuffle", seed)[:n]:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        schema = spec["schema"]
+        rank = property_rank(schema)
+        instances = []
+        doc = None
+        for t in spec.get("tests", []):
+            value = t["data"]
+            texts = dict.fromkeys([serialise(value), serialise(in_schema_order(value, rank))])
+            instances.append(Instance(bool(t["valid"]), [encode(tokenizer, x) for x in texts]))
+            if doc is None and t["valid"] is True:
+                text = serialise(in_schema_order(value, rank))
+                tokens = encode(tokenizer, text)
+                if max_tokens is None or len(tokens) <= max_tokens:
+                    doc = Document(path.stem, text, tokens)
+        cases.append(Case(path.stem, json.dumps(schema), instances, doc))
+    return cases
+
+
+def accepts(engine: SchemaEngine, handle: Any, tokens: Sequence[int]) -> bool:
+    """Whether a fresh matcher consumes every token and is accepting at the end."""
+    m = engine.new_matcher(handle)
+    consume = engine.consume
+    return all(consume(m, t) for t in tokens) and engine.is_accepting(m)
+
+
+def run_case(engine: SchemaEngine, case: Case, timeout_s: float, replay_timeout_s: float) -> Result:
+    """TTFM, TBM and correctness of one engine on one schema."""
+    res = Result(engine.name, case.name, n_instances=len(case.instances))
+    pc = time.perf_counter_ns
+    bitmask = engine.new_bitmask()
+    gc.collect()
+    t0 = t1 = pc()
+    try:
+        with deadline(timeout_s):
+            t0 = pc()
+            handle = engine.compile_schema(case.schema_text, timeout_s)
+            t1 = pc()
+            matcher = engine.start_matcher(handle)
+            engine.fill(matcher, bitmask)
+            t2 = pc()
+    except (DeadlineError, CompileTimeoutError) as e:
+        res.status = "timeout"
+        res.error = f"after {(pc() - t0) / 1e9:.1f} s" + (f": {first_line(e)}" if str(e) else "")
+        return res
+    except Exception as e:
+        res.status, res.error = "compile error", first_line(e)
+        return res
+    res.compile_ns, res.first_mask_ns = t1 - t0, t2 - t1
+    if t2 - t0 > timeout_s * 1e9:  # an uninterruptible call that returned late
+        res.status = "timeout"
+        res.error = f"returned after {(t2 - t0) / 1e9:.1f} s (not interruptible)"
+        return res
+    del matcher
+    try:
+        with deadline(replay_timeout_s):
+            if case.doc is not None:
+                gc.collect()
+                res.doc = run_document(
+                    engine, functools.partial(engine.new_matcher, handle), case.doc
+                )
+            for i, inst in enumerate(case.instances):
+                ok = any(accepts(engine, handle, toks) for toks in inst.token_seqs)
+                if inst.valid and not ok:
+                    res.valid_rejected.append(i)
+                elif ok and not inst.valid:
+                    res.invalid_accepted.append(i)
+    except DeadlineError:
+        res.status, res.error = "replay timeout", f"replay over {replay_timeout_s:.0f} s"
+    except Exception as e:
+        res.status, res.error = "replay error", first_line(e)
+    return res
+
+
+# ---------------------------------------------------------------------------------------
+# Statistics and report
+# ---------------------------------------------------------------------------------------
+TTFM_Q = (50, 90, 99)
+TBM_Q = (50, 75, 90, 99, 99.9)
+
+
+def quantiles(values: Sequence[float], qs: Sequence[float]) -> dict[str, float] | None:
+    """``{"n", "pQ"..., "max", "mean"}`` of ``values`` (``None`` when empty)."""
+    if len(values) == 0:
+        return None
+    a = np.asarray(values, dtype=np.float64)
+    out: dict[str, float] = {"n": len(a)}
+    for q, v in zip(qs, np.percentile(a, qs), strict=True):
+        out[f"p{q:g}"] = float(v)
+    out["max"] = float(a.max())
+    out["mean"] = float(a.mean())
+    return out
+
+
+def engine_summary(results: list[Result], n_cases: int) -> dict[str, Any]:
+    """Aggregate numbers of one engine over all sampled schemas."""
+    ttfm_ms = [r.ttfm_ns / 1e6 for r in results if r.ttfm_ns is not None and r.status != "timeout"]
+    docs = [r.doc for r in results if r.doc is not None]
+    tbm_us = [t / 1e3 for d in docs if d.accepted for t in d.fill_ns]
+    statuses = Counter(r.status for r in results)
+    failures = Counter(r.error for r in results if r.status == "compile error")
+    return {
+        "schemas": n_cases,
+        "compiled": sum(r.ttfm_ns is not None and r.status != "timeout" for r in results),
+        "ttfm_ms": quantiles(ttfm_ms, TTFM_Q),
+        "compile_ms": quantiles(
+            [r.compile_ns / 1e6 for r in results if r.compile_ns is not None], TTFM_Q
+        ),
+        "first_mask_ms": quantiles(
+            [r.first_mask_ns / 1e6 for r in results if r.first_mask_ns is not None], TTFM_Q
+        ),
+        "tbm_us": quantiles(tbm_us, TBM_Q),
+        "compile_failures": statuses["compile error"],
+        "timeouts": statuses["timeout"],
+        "replay_problems": statuses["replay timeout"] + statuses["replay error"],
+        "passing_schemas": sum(r.passing for r in results),
+        "valid_rejected": sum(len(r.valid_rejected) for r in results),
+        "invalid_accepted": sum(len(r.invalid_accepted) for r in results),
+        "schemas_with_valid_rejected": sum(bool(r.valid_rejected) for r in results),
+        "schemas_with_invalid_accepted": sum(bool(r.invalid_accepted) for r in results),
+        "docs": len(docs),
+        "docs_accepted": sum(d.accepted for d in docs),
+        "docs_rejected": [
+            {"schema": d.doc_id, "tokens": d.n_tokens, "reason": d.reason}
+            for d in docs
+            if not d.accepted
+        ],
+        "consumed_tokens_not_in_mask": sum(d.token_not_in_mask for d in docs if d.accepted),
+        "failure_kinds": dict(failures.most_common()),
+    }
+
+
+def markdown_report(
+    summaries: dict[str, dict[str, Any]],
+    results: dict[str, list[Result]],
+    cases: list[Case],
+    env: dict[str, Any],
+    args: argparse.Namespace,
+) -> str:
+    """The human-readable report (Markdown)."""
+    pk = env["packages"]
+    versions = ", ".join(f"{k} {v}" for k, v in pk.items() if v is not None)
+    n_docs = sum(c.doc is not None for c in cases)
+    n_inst = sum(len(c.instances) for c in cases)
+    lines = [
+        f"# JSON Schema benchmark (MaskBench): {len(cases)} schemas (seed {args.seed}), "
+        f"tokenizer {env['tokenizer']} (V={env['vocab_size']:,})",
+        "",
+        f"{env['cpu_model']}, Python {env['python']}, {versions}; single thread; "
+        f"{env['date']}; load average {env['loadavg_start'][0]:.1f} -> "
+        f"{env['loadavg_end'][0]:.1f}",
+        "",
+        f"TTFM (compile + first mask, no cache) in ms over the schemas each engine compiled "
+        f"within {args.timeout:g} s; TBM (mask fill) in µs over every position of the "
+        f"accepted documents ({n_docs} schemas have a valid instance; final EOS mask "
+        f"included); correctness over {n_inst} test instances.",
+        "",
+        "| engine | TTFM p50 | p90 | p99 | max | TBM p50 | p75 | p90 | p99 | p99.9 | max "
+        "| compile failures | timeouts | passing schemas | invalid accepted | valid rejected "
+        "| docs rejected |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name, s in summaries.items():
+        t = s["ttfm_ms"] or {}
+        b = s["tbm_us"] or {}
+        lines.append(
+            f"| {name} | {fmt(t.get('p50'), 2)} | {fmt(t.get('p90'), 2)} "
+            f"| {fmt(t.get('p99'), 2)} | {fmt(t.get('max'), 2)} "
+            f"| {fmt(b.get('p50'))} | {fmt(b.get('p75'))} | {fmt(b.get('p90'))} "
+            f"| {fmt(b.get('p99'))} | {fmt(b.get('p99.9'))} | {fmt(b.get('max'))} "
+            f"| {s['compile_failures']} | {s['timeouts']} "
+            f"| {s['passing_schemas']}/{s['schemas']} | {s['invalid_accepted']} "
+            f"| {s['valid_rejected']} | {len(s['docs_rejected'])}/{s['docs']} |"
+        )
+    # TTFM on the schemas every engine compiled: the like-for-like comparison.
+    common = [
+        c.name
+        for i, c in enumerate(cases)
+        if all(rs[i].ttfm_ns is not None and rs[i].status != "timeout" for rs in results.values())
+    ]
+    if len(results) > 1 and common:
+        lines += [
+            "",
+            f"TTFM (ms) on the {len(common)} schemas every engine compiled:",
+            "",
+            "| engine | p50 | p90 | p99 | max | mean |",
+            "|---|--:|--:|--:|--:|--:|",
+        ]
+        names = set(common)
+        for name, rs in results.items():
+            q = quantiles([r.ttfm_ns / 1e6 for r in rs if r.schema in names], TTFM_Q) or {}
+            lines.append(
+                f"| {name} | {fmt(q.get('p50'), 2)} | {fmt(q.get('p90'), 2)} "
+                f"| {fmt(q.get('p99'), 2)} | {fmt(q.get('max'), 2)} | {fmt(q.get('mean'), 2)} |"
+            )
+    notes: list[str] = []
+    for name, s in summaries.items():
+        for err, k in list(s["failure_kinds"].items())[:8]:
+            notes.append(f"- {name}: compile error x{k}: {err}")
+        for r in results[name]:
+            if r.status in ("timeout", "replay timeout", "replay error"):
+                notes.append(f"- {name} / {r.schema}: {r.status}: {r.error}")
+        for d in s["docs_rejected"][:10]:
+            notes.append(
+                f"- {name} / {d['schema']}: document rejected ({d['tokens']} tokens): {d['reason']}"
+            )
+        if s["consumed_tokens_not_in_mask"]:
+            notes.append(
+                f"- {name}: {s['consumed_tokens_not_in_mask']} consumed tokens were not set "
+                "in the preceding mask"
+            )
+    if notes:
+        lines += ["", "Failures, timeouts and rejections:", "", *notes]
+    return "\n".join(lines)
+
+
+def result_json(r: Result) -> dict[str, Any]:
+    d = r.doc
+    return {
+        "schema": r.schema,
+        "status": r.status,
+        "error": r.error,
+        "ttfm_ms": None if r.ttfm_ns is None else r.ttfm_ns / 1e6,
+        "compile_ms": None if r.compile_ns is None else r.compile_ns / 1e6,
+        "first_mask_ms": None if r.first_mask_ns is None else r.first_mask_ns / 1e6,
+        "doc": None
+        if d is None
+        else {
+            "tokens": d.n_tokens,
+            "accepted": d.accepted,
+            "reason": d.reason,
+            "mask_total_us": sum(d.fill_ns) / 1e3,
+            "mask_max_us": max(d.fill_ns) / 1e3 if d.fill_ns else None,
+        },
+        "instances": r.n_instances,
+        "valid_rejected": r.valid_rejected,
+        "invalid_accepted": r.invalid_accepted,
+        "passing": r.passing,
+    }
+
+
+def environment(tokenizer_name: str, vocab_size: int) -> dict[str, Any]:
+    """Machine, interpreter and package versions."""
+    import platform
+
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "packages": {
+            d: package_version(d)
+            for d in (
+                "corral",
+                "llguidance",
+                "xgrammar",
+                "outlines-core",
+                "numba",
+                "numpy",
+                "torch",
+                "transformers",
+            )
+        },
+        "threads_env": {
+            v: os.environ.get(v)
+            for v in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS")
+        },
+        "tokenizer": tokenizer_name,
+        "vocab_size": vocab_size,
+        "git": git_state(),
+        "timer_overhead_ns": timer_overhead_ns(),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        description="JSON Schema benchmark on MaskBench: TTFM, TBM and correctness per engine.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    ap.add_argument("--schemas", type=int, default=200, help="number of MaskBench files")
+    ap.add_argument("--seed", type=int, default=0, help="shuffle seed of the sorted file list")
+    ap.add_argument("--timeout", type=float, default=30.0, help="TTFM limit per schema (s)")
+    ap.add_argument("--replay-timeout", type=float, default=120.0,
+                    help="limit per schema and engine for the TBM and correctness replays (s)")  # fmt: skip
+    ap.add_argument("--max-tokens", type=int, default=None,
+                    help="leave out TBM documents longer than this (default: none left out)")  # fmt: skip
+    ap.add_argument("--engines", default=",".join(SCHEMA_ENGINES),
+                    help=f"comma-separated, from: {', '.join(SCHEMA_ENGINES)}")  # fmt: skip
+    ap.add_argument("--xgrammar-strict", action="store_true",
+                    help="XGrammar strict_mode=True (no properties/items beyond the schema's)")  # fmt: skip
+    ap.add_argument("--tokenizer", default="llama3", help="name under --tokenizers-dir, or a path")
+    ap.add_argument("--tokenizers-dir", type=Path, default=DEFAULT_TOKENIZERS_DIR)
+    ap.add_argument("--maskbench", type=Path, default=DEFAULT_MASKBENCH_DIR)
+    ap.add_argument("--out", type=Path, default=BENCH_DIR / "results")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    log = functools.partial(print, file=sys.stderr, flush=True)
+    engine_names = [e.strip() for e in args.engines.split(",") if e.strip()]
+    for e in engine_names:
+        if e not in SCHEMA_ENGINES:
+            raise SystemExit(f"unknown engine {e!r}; known: {', '.join(SCHEMA_ENGINES)}")
+    XGrammarSchemaEngine.strict_mode = args.xgrammar_strict
+    tok_label, tok_path = resolve_tokenizer(args.tokenizer, args.tokenizers_dir)
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_path))
+    vocab_size = len(tokenizer)
+    eos_id = tokenizer.eos_token_id
+    if eos_id is None:
+        raise SystemExit(f"tokenizer {tok_label} has no eos_token_id")
+    cases = load_cases(tokenizer, args.maskbench, args.schemas, args.seed, args.max_tokens)
+    log(
+        f"{len(cases)} schemas, {sum(c.doc is not None for c in cases)} TBM documents "
+        f"({sum(len(c.doc.tokens) for c in cases if c.doc)} tokens), "
+        f"{sum(len(c.instances) for c in cases)} test instances"
+    )
+
+    engines: dict[str, SchemaEngine] = {}
+    setup: dict[str, dict[str, float]] = {}
+    for name in engine_names:
+        cls = SCHEMA_ENGINES[name]
+        missing = cls.missing_modules()
+        if missing:
+            log(f"skipping engine {name}: not installed ({', '.join(missing)})")
+            continue
+        t0 = time.perf_counter()
+        cls.import_modules()
+        t1 = time.perf_counter()
+        engine = cls(tokenizer, vocab_size, eos_id)
+        t2 = time.perf_counter()
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)
+        engine.warmup(tokenizer)
+        setup[name] = {
+            "import_ms": (t1 - t0) * 1e3,
+            "setup_ms": (t2 - t1) * 1e3,
+            "warmup_ms": (time.perf_counter() - t2) * 1e3,
+        }
+        log(f"{name}: setup {setup[name]['setup_ms']:.0f} ms, warm-up done")
+        engines[name] = engine
+    if not engines:
+        raise SystemExit("no engine available")
+
+    loadavg_start = os.getloadavg()
+    results: dict[str, list[Result]] = {name: [] for name in engines}
+    t_start = time.perf_counter()
+    for i, case in enumerate(cases):
+        parts = []
+        for name, engine in engines.items():
+            r = run_case(engine, case, args.timeout, args.replay_timeout)
+            results[name].append(r)
+            ttfm = "-" if r.ttfm_ns is None else f"{r.ttfm_ns / 1e6:.1f}ms"
+            parts.append(f"{name} {r.status if r.status != 'ok' else ttfm}")
+        log(
+            f"[{i + 1}/{len(cases)} {time.perf_counter() - t_start:.0f}s] {case.name}: "
+            + ", ".join(parts)
+        )
+    loadavg_end = os.getloadavg()
+
+    summaries = {name: engine_summary(rs, len(cases)) for name, rs in results.items()}
+    now = datetime.datetime.now()
+    env = environment(tok_label, vocab_size)
+    env.update(
+        date=now.isoformat(timespec="seconds"),
+        loadavg_start=loadavg_start,
+        loadavg_end=loadavg_end,
+        command=" ".join(["benchmarks/schemas.py", *(argv if argv is not None else sys.argv[1:])]),
+    )
+    report = markdown_report(summaries, results, cases, env, args)
+    print(report)
+
+    out = {
+        "environment": env,
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "engine_notes": {n: SCHEMA_ENGINES[n].schema_notes for n in engines},
+        "timeouts_interruptible": {n: SCHEMA_ENGINES[n].interruptible for n in engines},
+        "schemas": [
+            {
+                "name": c.name,
+                "instances": len(c.instances),
+                "doc_tokens": None if c.doc is None else len(c.doc.tokens),
+            }
+            for c in cases
+        ],
+        "setup": setup,
+        "summary": summaries,
+        "results": {n: [result_json(r) for r in rs] for n, rs in results.items()},
+        "report_markdown": report,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"schemas-{tok_label}-{now.strftime('%Y-%m-%dT%H%M%S')}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(out, indent=1, default=float), encoding="utf-8")
+    tmp.replace(path)
+    log(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
