@@ -2,48 +2,58 @@
 
 Usage (from the repository root, with the project's virtual environment active)::
 
-    python benchmarks/schemas.py [--schemas 200] [--seed 0] [--timeout 30]
-        [--engines corral,llguidance,xgrammar,outlines-core] [--tokenizer llama3]
-        [--out benchmarks/results]
+    python benchmarks/schemas.py --schemas 200 --seed 0
 
-The full measurement is the default: ``python benchmarks/schemas.py`` (200 schemas, seed 0).
+which is also the default (``python benchmarks/schemas.py``). Other options:
+``--timeout 30`` (s, TTFM limit per schema), ``--replay-timeout 120``,
+``--engines corral,llguidance,xgrammar,xgrammar-strict,outlines-core`` (the default; an
+engine that is not installed is skipped with a message), ``--guard auto|none|LIST``,
+``--guard-memory-gb 16``, ``--tokenizer llama3``, ``--maskbench DIR``, ``--out DIR``.
+Expect about a minute per schema in the worst case: each outlines-core timeout costs
+``--timeout`` seconds in its guard process.
 
 The sample: the MaskBench files (``*.json`` under ``--maskbench``, each
 ``{"schema": ..., "tests": [{"data": ..., "valid": bool}, ...]}``), sorted by name, shuffled
-with ``random.Random(seed)``, first ``--schemas`` of them. One process, one thread
-(``OMP/RAYON/NUMBA/MKL_NUM_THREADS=1``); schemas in the outer loop, engines in the inner
-loop, so that load changes on the machine hit every engine alike. Before any timing each
-engine compiles a small schema and replays a document through it (code loading, JIT).
+with ``random.Random(seed)``, the first ``--schemas`` of them. Every timing runs in this one
+process, on one thread (``OMP/RAYON/NUMBA/MKL_NUM_THREADS=1``); schemas in the outer loop,
+engines in the inner loop, so that load changes on the machine hit every engine alike.
+Before any timing each engine compiles a small schema and replays an instance through it
+(code loading, JIT).
 
 For every schema and engine:
 
 1. **TTFM** (time to first mask): compile the schema from scratch (no compile cache), make a
-   matcher and fill its first next-token mask; timed as one interval with
+   matcher and fill its first next-token mask, timed as one interval with
    ``time.perf_counter_ns`` (the JSON also splits it into compile and first mask). Every
-   engine receives the same JSON text (``json.dumps(schema)``) and must produce compact
-   JSON (see ``ENGINE_NOTES`` for each engine's call and options). A failure is recorded
-   with its error class and first line; a TTFM above ``--timeout`` is a timeout.
-   The timeout is a ``SIGALRM`` timer (``signal.setitimer``) around the compile and first
-   mask. It interrupts Python code (corral, which also gets ``time_budget_s``), but a call
-   into Rust or C++ (llguidance, XGrammar, outlines-core) runs to its end before the
-   signal's handler can run: such a call is reported as a timeout when it returns late, but
-   it is not cut short, so a pathological schema can hold the run for as long as the
-   engine takes.
+   engine receives the same text, ``json.dumps(schema)``, and is set to compact JSON; the
+   calls and options of each engine are in ``schema_notes`` (also written to the JSON). A
+   failure is recorded with its error class and first line; a TTFM over ``--timeout`` is a
+   timeout. Time limits: a ``SIGALRM`` timer (``signal.setitimer``) around the compile and
+   first mask interrupts Python code (corral, which also gets ``time_budget_s``), but not a
+   Rust or C++ call (llguidance, XGrammar, outlines-core): the handler only runs once the
+   call returns. So each of those engines has a *guard process* (:class:`Guard`, on by
+   default, ``--guard``) that compiles the schema first and is killed when it overruns the
+   limit (or dies, e.g. on its address-space limit): the schema is then a timeout (or a
+   compile error) for that engine without running in this process. The guard is idle
+   while this process measures. With ``--guard none`` a late Rust/C++ call is still
+   reported as a timeout, but only after it returns.
 2. **TBM** (time between masks): the first valid test instance, serialised with
-   ``json.dumps(v, separators=(",", ":"), ensure_ascii=False)`` with every object's keys in
-   schema order (the order corral writes them), tokenized once with
-   ``tokenizer.encode(text, add_special_tokens=False)``; before each token only the
-   engine's mask fill is timed, then the token is consumed; finally the last mask is timed
-   (it must allow EOS). Documents an engine rejects are listed and left out of its TBM.
+   ``json.dumps(v, separators=(",", ":"), ensure_ascii=False)``, every object's keys in
+   schema order (:func:`in_local_schema_order`: the order of the ``properties`` describing
+   that object), tokenized once with ``tokenizer.encode(text, add_special_tokens=False)``;
+   before each token only the engine's mask fill is timed, then the token is consumed;
+   finally the last mask is timed (it must allow EOS). Documents an engine rejects are
+   listed and left out of its TBM.
 3. **Correctness**: every test instance (valid and invalid) is consumed token by token by a
-   fresh matcher, then the matcher must be accepting. JSON objects are unordered and the
-   engines write properties in schema order, so an instance counts as accepted when it is
-   accepted as given or with its keys in schema order. A schema *passes* when it compiled
-   and every instance is classified right.
+   fresh matcher, which must then be accepting. JSON objects are unordered and the engines
+   write properties in schema order, so an instance counts as accepted when one of its
+   serialisations is: keys in local schema order, as given, or ordered by the whole
+   schema's :func:`property_rank`. A schema *passes* when it compiled and every instance is
+   classified right.
 
-The replay of steps 2 and 3 has its own ``SIGALRM`` budget (``--replay-timeout``, same
-limits as above for Rust/C++ calls). Results: a Markdown report on stdout and a JSON file
-``schemas-<tokenizer>-<date>.json`` under ``--out``.
+The replays of steps 2 and 3 have their own ``SIGALRM`` limit (``--replay-timeout``; same
+caveat for Rust/C++ calls, which are not guarded there). Results: a Markdown report on
+stdout and a JSON file ``schemas-<tokenizer>-<date>.json`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -61,6 +71,7 @@ import datetime  # noqa: E402
 import functools  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -70,6 +81,7 @@ from contextlib import contextmanager  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, ClassVar  # noqa: E402
+from urllib.parse import unquote  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -161,6 +173,144 @@ def in_schema_order(value: Any, rank: dict[str, int]) -> Any:
         return {k: in_schema_order(value[k], rank) for _, k in keys}
     if isinstance(value, list):
         return [in_schema_order(x, rank) for x in value]
+    return value
+
+
+_MAX_DEPTH = 40
+
+
+def _resolve(node: Any, root: Any) -> Any:
+    """``node`` with local ``$ref`` chains followed (siblings of a ``$ref`` kept as allOf)."""
+    for _ in range(_MAX_DEPTH):
+        if not isinstance(node, dict) or not isinstance(node.get("$ref"), str):
+            return node
+        ref = node["$ref"]
+        if not ref.startswith("#"):
+            return node
+        target: Any = root
+        for part in ref[1:].split("/")[1:]:
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                return node
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        node = {"allOf": [target, rest]} if rest else target
+    return node
+
+
+def _layout(node: Any, root: Any, keys: set[str], depth: int = 0) -> dict[str, list[Any]]:
+    """Property names of an object schema in the order corral writes them, each with its
+    subschemas: ``properties``, then those of ``allOf`` branches, then of the ``anyOf`` /
+    ``oneOf`` branch naming most of ``keys`` (the instance's keys), then ``required``."""
+    node = _resolve(node, root)
+    out: dict[str, list[Any]] = {}
+    if not isinstance(node, dict) or depth > _MAX_DEPTH:
+        return out
+
+    def merge(more: dict[str, list[Any]]) -> None:
+        for name, subs in more.items():
+            out.setdefault(name, []).extend(subs)
+
+    props = node.get("properties")
+    if isinstance(props, dict):
+        merge({name: [sub] for name, sub in props.items()})
+    for sub in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+        merge(_layout(sub, root, keys, depth + 1))
+    for kw in ("anyOf", "oneOf"):
+        branches = node.get(kw)
+        if isinstance(branches, list) and branches:
+            layouts = [_layout(b, root, keys, depth + 1) for b in branches]
+            merge(max(layouts, key=lambda lay: len(keys & lay.keys())))
+    required = node.get("required")
+    if isinstance(required, list):
+        merge({name: [] for name in required if isinstance(name, str)})
+    return out
+
+
+def _extra_schema(node: Any, root: Any, name: str, depth: int = 0) -> Any:
+    """The schema of a property ``name`` not listed in ``properties`` (patternProperties or
+    additionalProperties), or ``None``."""
+    node = _resolve(node, root)
+    if not isinstance(node, dict) or depth > _MAX_DEPTH:
+        return None
+    pattern_props = node.get("patternProperties")
+    if isinstance(pattern_props, dict):
+        for pattern, sub in pattern_props.items():
+            try:
+                if re.search(pattern, name):
+                    return sub
+            except re.error:
+                continue
+    if isinstance(node.get("additionalProperties"), dict):
+        return node["additionalProperties"]
+    for sub in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+        found = _extra_schema(sub, root, name, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _item_schema(node: Any, root: Any, index: int, depth: int = 0) -> Any:
+    """The schema of item ``index`` of an array schema, or ``None``."""
+    node = _resolve(node, root)
+    if not isinstance(node, dict) or depth > _MAX_DEPTH:
+        return None
+    prefix = node.get("prefixItems")
+    items = node.get("items")
+    if isinstance(prefix, list):
+        if index < len(prefix):
+            return prefix[index]
+        return items if isinstance(items, dict) else None
+    if isinstance(items, list):
+        if index < len(items):
+            return items[index]
+        extra = node.get("additionalItems")
+        return extra if isinstance(extra, dict) else None
+    if isinstance(items, dict):
+        return items
+    for kw in ("allOf", "anyOf", "oneOf"):
+        for sub in node.get(kw, []) if isinstance(node.get(kw), list) else []:
+            found = _item_schema(sub, root, index, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def in_local_schema_order(
+    value: Any, schema: Any, root: Any, rank: dict[str, int], depth: int = 0
+) -> Any:
+    """``value`` with every object's keys in the order of the schema that describes it.
+
+    Follows local ``$ref``, ``allOf``, the best-matching ``anyOf``/``oneOf`` branch,
+    ``items``/``prefixItems`` and ``patternProperties``/``additionalProperties`` down the
+    value; keys the schema does not name come last, as given. Where no schema is known the
+    keys are ordered by the whole schema's :func:`property_rank`.
+    """
+    if depth > _MAX_DEPTH or schema is None:
+        return in_schema_order(value, rank)
+    if isinstance(value, dict):
+        layout = _layout(schema, root, set(value), depth)
+        pos = {name: i for i, name in enumerate(layout)}
+        keys = sorted(enumerate(value), key=lambda p: (pos.get(p[1], len(pos)), p[0]))
+        out = {}
+        for _, k in keys:
+            subs = layout.get(k) or []
+            if len(subs) > 1:
+                child: Any = {"allOf": subs}
+            elif subs:
+                child = subs[0]
+            else:
+                child = _extra_schema(schema, root, k)
+            out[k] = in_local_schema_order(value[k], child, root, rank, depth + 1)
+        return out
+    if isinstance(value, list):
+        return [
+            in_local_schema_order(x, _item_schema(schema, root, i), root, rank, depth + 1)
+            for i, x in enumerate(value)
+        ]
     return value
 
 
@@ -270,10 +420,10 @@ class XGrammarSchemaEngine(SchemaEngine, XGrammarEngine):
     schema_notes = (
         "one GrammarCompiler(max_threads=1, cache_enabled=False) for all schemas (compile "
         "cache disabled, not a fresh compiler per schema); compile_json_schema(schema_text, "
-        "any_whitespace=False, separators=(',', ':'), strict_mode=<--xgrammar-strict, "
-        "default False: additional properties and items allowed as the spec says>), which "
-        "includes XGrammar's adaptive token-mask cache, + GrammarMatcher(compiled); C++, "
-        "cannot be interrupted by the timeout"
+        "any_whitespace=False, separators=(',', ':'), strict_mode=False: additional "
+        "properties and items allowed where the schema does not forbid them, as the spec "
+        "says), which includes XGrammar's adaptive token-mask cache, + "
+        "GrammarMatcher(compiled); C++, cannot be interrupted by the timeout"
     )
 
     def compile_schema(self, schema_text: str, timeout_s: float) -> Any:
@@ -286,6 +436,18 @@ class XGrammarSchemaEngine(SchemaEngine, XGrammarEngine):
 
     def new_matcher(self, handle: Any) -> Any:
         return self._xgr.GrammarMatcher(handle)
+
+
+class XGrammarStrictSchemaEngine(XGrammarSchemaEngine):
+    """XGrammar with its default ``strict_mode=True``."""
+
+    name = "xgrammar-strict"
+    strict_mode = True
+    schema_notes = (
+        "as xgrammar, but strict_mode=True (XGrammar's default): no properties or items "
+        "beyond those the schema names, even where the schema allows them (so valid "
+        "instances with extra properties are rejected); a much smaller grammar"
+    )
 
 
 class OutlinesCoreEngine(SchemaEngine):
@@ -305,8 +467,9 @@ class OutlinesCoreEngine(SchemaEngine):
 
     def __init__(self, tokenizer: Any, vocab_size: int, eos_id: int) -> None:
         super().__init__(tokenizer, vocab_size, eos_id)
-        import corral
         import outlines_core
+
+        import corral
         from corral.automata.vocabulary import NORMAL
 
         self._oc = outlines_core
@@ -349,6 +512,7 @@ SCHEMA_ENGINES: dict[str, type[SchemaEngine]] = {
     "corral": CorralSchemaEngine,
     "llguidance": LLGuidanceSchemaEngine,
     "xgrammar": XGrammarSchemaEngine,
+    "xgrammar-strict": XGrammarStrictSchemaEngine,
     "outlines-core": OutlinesCoreEngine,
 }
 
@@ -383,6 +547,117 @@ def first_line(e: BaseException) -> str:
     """``ErrorClass: first line of the message`` (at most 200 characters)."""
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:200]
+
+
+def _guard_main(
+    conn: Any,
+    engine_name: str,
+    tokenizer_path: str,
+    vocab_size: int,
+    eos_id: int,
+    memory_gb: float,
+) -> None:
+    """Body of a guard process: set up one engine, then compile each schema text received
+    (compile, start matcher, first mask) and answer ``(status, detail)``."""
+    import resource
+
+    if memory_gb > 0:
+        limit = int(memory_gb * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    engine = SCHEMA_ENGINES[engine_name](tokenizer, vocab_size, eos_id)
+    bitmask = engine.new_bitmask()
+    conn.send(("ready", ""))
+    while True:
+        try:
+            text = conn.recv()
+        except EOFError:
+            return
+        if text is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            handle = engine.compile_schema(text, 1e9)
+            engine.fill(engine.start_matcher(handle), bitmask)
+            conn.send(("ok", f"{time.perf_counter() - t0:.3f} s"))
+        except BaseException as e:  # pyo3's PanicException is a BaseException
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            conn.send(("error", first_line(e)))
+
+
+class Guard:
+    """A process that compiles each schema before the measuring process does, and is killed
+    when it overruns the time limit.
+
+    A Rust or C++ compile cannot be interrupted inside the measuring process. The engine's
+    guard process (spawned, set up once, restarted after a kill) takes each schema first:
+    when it does not answer within the limit, or dies (a crash, or its address-space limit
+    of ``memory_gb``), the schema is a timeout (or a compile error) for that engine and the
+    measuring process skips it. The guard waits idle while the measuring process runs, so
+    it does not share the CPU with the timings.
+    """
+
+    def __init__(
+        self,
+        engine_name: str,
+        tokenizer_path: Path,
+        vocab_size: int,
+        eos_id: int,
+        memory_gb: float,
+    ) -> None:
+        self.args = (
+            engine_name, str(tokenizer_path), vocab_size, eos_id, memory_gb
+        )  # fmt: skip
+        self.proc: Any = None
+        self.conn: Any = None
+        self.kills = 0
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_guard_main, args=(child, *self.args), daemon=True)
+        self.proc.start()
+        child.close()
+        if not self.conn.poll(600) or self.conn.recv()[0] != "ready":
+            raise RuntimeError(f"the guard process of {self.args[0]} did not start")
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.join()
+            self.conn.close()
+            self.proc = self.conn = None
+
+    def probe(self, schema_text: str, timeout_s: float) -> tuple[str, str]:
+        """``("ok" | "error" | "timeout" | "crash", detail)`` for one schema."""
+        if self.proc is None:
+            self._start()
+        self.conn.send(schema_text)
+        if not self.conn.poll(timeout_s):
+            self._stop()
+            self.kills += 1
+            return "timeout", f"over {timeout_s:g} s in the guard process (killed)"
+        try:
+            return tuple(self.conn.recv())  # type: ignore[return-value]
+        except EOFError:
+            self.proc.join()
+            code = self.proc.exitcode
+            self._stop()
+            return "crash", f"the guard process died (exit code {code})"
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                self.conn.send(None)
+                self.proc.join(5)
+            except OSError:
+                pass
+            self._stop()
 
 
 # ---------------------------------------------------------------------------------------
@@ -448,10 +723,13 @@ def load_cases(
         doc = None
         for t in spec.get("tests", []):
             value = t["data"]
-            texts = dict.fromkeys([serialise(value), serialise(in_schema_order(value, rank))])
+            local = serialise(in_local_schema_order(value, schema, schema, rank))
+            texts = dict.fromkeys(
+                [local, serialise(value), serialise(in_schema_order(value, rank))]
+            )
             instances.append(Instance(bool(t["valid"]), [encode(tokenizer, x) for x in texts]))
             if doc is None and t["valid"] is True:
-                text = serialise(in_schema_order(value, rank))
+                text = local
                 tokens = encode(tokenizer, text)
                 if max_tokens is None or len(tokens) <= max_tokens:
                     doc = Document(path.stem, text, tokens)
@@ -466,9 +744,21 @@ def accepts(engine: SchemaEngine, handle: Any, tokens: Sequence[int]) -> bool:
     return all(consume(m, t) for t in tokens) and engine.is_accepting(m)
 
 
-def run_case(engine: SchemaEngine, case: Case, timeout_s: float, replay_timeout_s: float) -> Result:
-    """TTFM, TBM and correctness of one engine on one schema."""
+def run_case(
+    engine: SchemaEngine,
+    case: Case,
+    timeout_s: float,
+    replay_timeout_s: float,
+    guard: Guard | None = None,
+) -> Result:
+    """TTFM, TBM and correctness of one engine on one schema (``guard`` first, if given)."""
     res = Result(engine.name, case.name, n_instances=len(case.instances))
+    if guard is not None:
+        status, detail = guard.probe(case.schema_text, timeout_s)
+        if status in ("timeout", "crash"):
+            res.status = "timeout" if status == "timeout" else "compile error"
+            res.error = detail if status == "timeout" else f"GuardCrash: {detail}"
+            return res
     pc = time.perf_counter_ns
     bitmask = engine.new_bitmask()
     gc.collect()
@@ -485,7 +775,9 @@ def run_case(engine: SchemaEngine, case: Case, timeout_s: float, replay_timeout_
         res.status = "timeout"
         res.error = f"after {(pc() - t0) / 1e9:.1f} s" + (f": {first_line(e)}" if str(e) else "")
         return res
-    except Exception as e:
+    except BaseException as e:  # pyo3's PanicException is a BaseException
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
         res.status, res.error = "compile error", first_line(e)
         return res
     res.compile_ns, res.first_mask_ns = t1 - t0, t2 - t1
@@ -635,6 +927,8 @@ def markdown_report(
                 f"| {name} | {fmt(q.get('p50'), 2)} | {fmt(q.get('p90'), 2)} "
                 f"| {fmt(q.get('p99'), 2)} | {fmt(q.get('max'), 2)} | {fmt(q.get('mean'), 2)} |"
             )
+    lines += ["", "What each engine's compile (TTFM) runs:", ""]
+    lines += [f"- {name}: {SCHEMA_ENGINES[name].schema_notes}" for name in summaries]
     notes: list[str] = []
     for name, s in summaries.items():
         for err, k in list(s["failure_kinds"].items())[:8]:
@@ -726,14 +1020,30 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--schemas", type=int, default=200, help="number of MaskBench files")
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed of the sorted file list")
     ap.add_argument("--timeout", type=float, default=30.0, help="TTFM limit per schema (s)")
-    ap.add_argument("--replay-timeout", type=float, default=120.0,
-                    help="limit per schema and engine for the TBM and correctness replays (s)")  # fmt: skip
-    ap.add_argument("--max-tokens", type=int, default=None,
-                    help="leave out TBM documents longer than this (default: none left out)")  # fmt: skip
-    ap.add_argument("--engines", default=",".join(SCHEMA_ENGINES),
-                    help=f"comma-separated, from: {', '.join(SCHEMA_ENGINES)}")  # fmt: skip
-    ap.add_argument("--xgrammar-strict", action="store_true",
-                    help="XGrammar strict_mode=True (no properties/items beyond the schema's)")  # fmt: skip
+    ap.add_argument(
+        "--replay-timeout",
+        type=float,
+        default=120.0,
+        help="limit per schema and engine for the TBM and correctness replays (s)",
+    )
+    ap.add_argument("--max-tokens", type=int, default=None, help="leave out longer TBM documents")
+    ap.add_argument(
+        "--engines",
+        default=",".join(SCHEMA_ENGINES),
+        help=f"comma-separated, from: {', '.join(SCHEMA_ENGINES)}",
+    )
+    ap.add_argument(
+        "--guard",
+        default="auto",
+        help="engines whose compile first runs in a guard process, killed at the timeout: "
+        "'auto' (those that cannot be interrupted in-process), 'none', or a list",
+    )
+    ap.add_argument(
+        "--guard-memory-gb",
+        type=float,
+        default=16.0,
+        help="address-space limit of each guard process (0: none)",
+    )
     ap.add_argument("--tokenizer", default="llama3", help="name under --tokenizers-dir, or a path")
     ap.add_argument("--tokenizers-dir", type=Path, default=DEFAULT_TOKENIZERS_DIR)
     ap.add_argument("--maskbench", type=Path, default=DEFAULT_MASKBENCH_DIR)
@@ -748,7 +1058,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for e in engine_names:
         if e not in SCHEMA_ENGINES:
             raise SystemExit(f"unknown engine {e!r}; known: {', '.join(SCHEMA_ENGINES)}")
-    XGrammarSchemaEngine.strict_mode = args.xgrammar_strict
     tok_label, tok_path = resolve_tokenizer(args.tokenizer, args.tokenizers_dir)
 
     from transformers import AutoTokenizer
@@ -791,13 +1100,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not engines:
         raise SystemExit("no engine available")
 
+    if args.guard == "auto":
+        guarded = [n for n in engines if not SCHEMA_ENGINES[n].interruptible]
+    elif args.guard == "none":
+        guarded = []
+    else:
+        guarded = [n.strip() for n in args.guard.split(",") if n.strip() in engines]
+    guards = {n: Guard(n, tok_path, vocab_size, eos_id, args.guard_memory_gb) for n in guarded}
+    if guards:
+        log(f"guard processes for: {', '.join(guards)}")
+
     loadavg_start = os.getloadavg()
     results: dict[str, list[Result]] = {name: [] for name in engines}
     t_start = time.perf_counter()
     for i, case in enumerate(cases):
         parts = []
         for name, engine in engines.items():
-            r = run_case(engine, case, args.timeout, args.replay_timeout)
+            r = run_case(engine, case, args.timeout, args.replay_timeout, guards.get(name))
             results[name].append(r)
             ttfm = "-" if r.ttfm_ns is None else f"{r.ttfm_ns / 1e6:.1f}ms"
             parts.append(f"{name} {r.status if r.status != 'ok' else ttfm}")
@@ -806,6 +1125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             + ", ".join(parts)
         )
     loadavg_end = os.getloadavg()
+    for g in guards.values():
+        g.close()
 
     summaries = {name: engine_summary(rs, len(cases)) for name, rs in results.items()}
     now = datetime.datetime.now()
@@ -833,6 +1154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for c in cases
         ],
         "setup": setup,
+        "guarded_engines": {n: {"kills": g.kills} for n, g in guards.items()},
         "summary": summaries,
         "results": {n: [result_json(r) for r in rs] for n, rs in results.items()},
         "report_markdown": report,

@@ -162,7 +162,10 @@ def load_schema(spec: Any) -> LoadedSchema:
     registry = registry.with_resource(ROOT_URI, resource)
     if root_id:
         registry = registry.with_resource(root_id, resource)
-    registry = registry.crawl()
+    try:  # index embedded $id / $anchor resources
+        registry = registry.crawl()
+    except TypeError:  # `referencing` cannot crawl boolean subschemas in some drafts:
+        pass  # JSON-pointer references still resolve against the root document
     return LoadedSchema(schema, dialect, DRAFTS[dialect], registry)
 
 

@@ -68,6 +68,9 @@ HANDLED = frozenset(
     }
 )  # fmt: skip
 TYPES = ("null", "boolean", "object", "array", "string", "number")
+# After this many merges (allOf, and siblings distributed into anyOf/oneOf branches), a
+# combinator with siblings keeps the siblings only and leaves the branches to the final check.
+MERGE_BUDGET = 2000
 # Standard formats no regular language captures: checked on the complete document.
 CHECKED_FORMATS = frozenset({"regex"})
 REFUSED_FORMATS = {
@@ -161,6 +164,9 @@ class _Builder:
         self._validator_cls: Any = None
         self._alive: list[Any] = []
         self._too_large: set[str] = set()  # patterns/formats whose automaton is too large
+        self._merges = 0
+        self._universe_keys: ByteDFA | None = None
+        self._other_keys: dict[tuple[tuple[bytes, ...], int], ByteDFA] = {}
 
     # -- bookkeeping --------------------------------------------------------------------
     def note(self, ptr: str, kw: str, status: str, detail: str = "") -> None:
@@ -286,6 +292,11 @@ class _Builder:
         for comb in ("anyOf", "oneOf"):
             if comb in schema:
                 base = {k: v for k, v in schema.items() if k != comb}
+                if self._merges > MERGE_BUDGET and any(k not in ANNOTATIONS for k in base):
+                    # Distributing siblings into every branch has multiplied the schema
+                    # too much: keep the siblings only; the final check enforces the branches.
+                    self._needs_check(pointer_join(ptr, comb), comb, "schema too large to expand")
+                    return self.value(base, ptr, resolver)
                 name = self.fresh(comb)
                 any_branch = False
                 for i, sub in enumerate(schema[comb]):
@@ -425,6 +436,7 @@ class _Builder:
         if not isinstance(a, dict) or not isinstance(b, dict):
             return None
         self._merge_depth += 1
+        self._merges += 1
         try:
             if self._merge_depth > 32:
                 return None
@@ -834,17 +846,10 @@ class _Builder:
         # additional properties: names not listed, by pattern or by additionalProperties
         listed = [_canonical(k).encode() for k, _, _, _ in entries]
         extra: list[tuple[str, str]] = []  # (key terminal, value symbol)
-        base_keys = _key_dfa(
-            ast.Repeat(ast.Chars(CharSet.universe()), 0, None), self.opt.max_states, ptr
-        )
-        if names_filter is not None:
-            base_keys = intersect(base_keys, names_filter, max_states=self.opt.max_states)
-        if listed:
-            from ..regex.dfa import union_of_literals
-
-            base_keys = difference(
-                base_keys, union_of_literals(listed), max_states=self.opt.max_states
-            )
+        if addl is False and not pat_dfas:
+            base_keys = ByteDFA(_empty_trans(), _empty_accept())  # no other names allowed
+        else:
+            base_keys = self.other_keys(listed, names_filter)
         others = base_keys
         for p, d, psub in pat_dfas:
             p_ptr = pointer_join(ptr, "patternProperties", p)
@@ -930,6 +935,30 @@ class _Builder:
                     todo.append(key)
                 self.add(lhs, *sep, pair, names[key])
         return self._seq("obj", self.punct("{"), names[(0, 0)], self.punct("}"))
+
+    def other_keys(self, listed: list[bytes], names_filter: ByteDFA | None) -> ByteDFA:
+        """Encoded keys other than the ``listed`` ones (and allowed by ``names_filter``);
+        shared by every object with the same listed names."""
+        from ..regex.dfa import union_of_literals
+
+        if self._universe_keys is None:
+            self._universe_keys = _key_dfa(
+                ast.Repeat(ast.Chars(CharSet.universe()), 0, None), self.opt.max_states, ""
+            )
+        cache_key = (tuple(sorted(listed)), id(names_filter))
+        hit = self._other_keys.get(cache_key)
+        if hit is not None and names_filter is None:
+            return hit
+        keys = self._universe_keys
+        if names_filter is not None:
+            keys = intersect(keys, names_filter, max_states=self.opt.max_states)
+        if listed:
+            keys = difference(
+                keys, union_of_literals(listed), max_states=self.opt.max_states, minimal=False
+            )
+        if names_filter is None:
+            self._other_keys[cache_key] = keys
+        return keys
 
     def key_filter(self, schema: Any, ptr: str, resolver: Any) -> ByteDFA | None:
         """The encoded keys ``propertyNames`` allows, or ``None`` (final check) if the

@@ -645,7 +645,7 @@ def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATES,
-              where: str = "intersection") -> ByteDFA:  # fmt: skip
+              where: str = "intersection", minimal: bool = True) -> ByteDFA:  # fmt: skip
     """The minimal DFA of the strings both ``a`` and ``b`` accept (product construction).
 
     Raises :class:`~corral.errors.CompileBudgetError` beyond ``max_states`` product states.
@@ -676,7 +676,7 @@ def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATE
     trans = np.stack(rows).astype(np.int32)
     accept = np.array([bool(a.accept[x]) and bool(b.accept[y]) for x, y in pairs], bool)
     trans, accept = trim(trans, accept)
-    if trans.shape[0] == 0:
+    if trans.shape[0] == 0 or not minimal:
         return ByteDFA(trans, accept)
     trans, accept = minimize(trans, accept)
     return ByteDFA(trans, accept)
@@ -699,11 +699,12 @@ def complement(a: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
 
 
 def difference(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATES,
-               where: str = "difference") -> ByteDFA:  # fmt: skip
-    """The minimal DFA of the strings ``a`` accepts and ``b`` does not."""
+               where: str = "difference", minimal: bool = True) -> ByteDFA:  # fmt: skip
+    """The DFA (minimal unless ``minimal=False``) of the strings ``a`` accepts and ``b``
+    does not."""
     trans, accept = complement(b)
     # `complement` is complete and untrimmed: wrap it so `intersect` can read it as a DFA.
-    return intersect(a, ByteDFA(trans, accept), max_states=max_states, where=where)
+    return intersect(a, ByteDFA(trans, accept), max_states=max_states, where=where, minimal=minimal)
 
 
 def union_of_literals(words: list[bytes]) -> ByteDFA:
