@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -162,10 +163,10 @@ def load_schema(spec: Any) -> LoadedSchema:
     registry = registry.with_resource(ROOT_URI, resource)
     if root_id:
         registry = registry.with_resource(root_id, resource)
-    try:  # index embedded $id / $anchor resources
+    # Index embedded $id / $anchor resources. `referencing` cannot crawl boolean subschemas
+    # in some drafts; JSON-pointer references then still resolve against the root document.
+    with contextlib.suppress(TypeError):
         registry = registry.crawl()
-    except TypeError:  # `referencing` cannot crawl boolean subschemas in some drafts:
-        pass  # JSON-pointer references still resolve against the root document
     return LoadedSchema(schema, dialect, DRAFTS[dialect], registry)
 
 
