@@ -257,67 +257,94 @@ def _follow_bytes(
     An over-approximation from the grammar's FOLLOW sets (ignored terminals may follow
     anything, and anything may follow them). Returned as ``int32 [NT * 8]`` bit sets.
     """
-    first_nt: list[set[int]] = [set() for _ in range(NN)]
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in prods:
-            acc: set[int] = set()
-            for s in rhs:
-                if s < NT:
-                    acc.add(s)
-                    break
-                acc |= first_nt[s - NT]
-                if not nullable[s - NT]:
-                    break
-            if not acc <= first_nt[lhs]:
-                first_nt[lhs] |= acc
-                changed = True
-    follow_nt: list[set[int]] = [set() for _ in range(NN)]
-    follow_t: list[set[int]] = [set() for _ in range(NT)]
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in prods:
-            for i, s in enumerate(rhs):
-                fol: set[int] = set()
-                rest_nullable = True
-                for s2 in rhs[i + 1 :]:
-                    if s2 < NT:
-                        fol.add(s2)
-                        rest_nullable = False
-                        break
-                    fol |= first_nt[s2 - NT]
-                    if not nullable[s2 - NT]:
-                        rest_nullable = False
-                        break
-                if rest_nullable:
-                    fol |= follow_nt[lhs]
-                target = follow_t[s] if s < NT else follow_nt[s - NT]
-                if not fol <= target:
-                    target |= fol
-                    changed = True
-    first_bytes = []
-    for d in dfas:
-        fb = np.zeros(256, bool)
+    # Sets of terminals are Python ints used as bit sets; both fixpoints are worklists over
+    # the dependency edges, so large generated grammars (JSON Schemas) stay fast.
+    nullable_nt = [bool(nullable[a]) for a in range(NN)]
+    first_nt = [0] * NN
+    users: list[list[int]] = [[] for _ in range(NN)]  # a -> productions whose FIRST reads a
+    for p_i, (_lhs, rhs) in enumerate(prods):
+        for x in rhs:
+            if x < NT:
+                break
+            users[x - NT].append(p_i)
+            if not nullable_nt[x - NT]:
+                break
+    work = list(range(len(prods)))
+    in_work = [True] * len(prods)
+    while work:
+        p_i = work.pop()
+        in_work[p_i] = False
+        lhs, rhs = prods[p_i]
+        acc = 0
+        for x in rhs:
+            if x < NT:
+                acc |= 1 << x
+                break
+            acc |= first_nt[x - NT]
+            if not nullable_nt[x - NT]:
+                break
+        if acc & ~first_nt[lhs]:
+            first_nt[lhs] |= acc
+            for q in users[lhs]:
+                if not in_work[q]:
+                    in_work[q] = True
+                    work.append(q)
+    # FOLLOW: constants from what comes next in each rule, plus edges lhs -> symbol where
+    # the rest of the rule is nullable.
+    n_sym = NT + NN
+    follow = [0] * n_sym  # index: terminal t, or NT + nonterminal a
+    edges: list[set[int]] = [set() for _ in range(NN)]
+    for lhs, rhs in prods:
+        rest_first = 0
+        rest_nullable = True
+        for x in reversed(rhs):
+            follow[x] |= rest_first
+            if rest_nullable:
+                edges[lhs].add(x)
+            if x < NT:
+                rest_first = 1 << x
+                rest_nullable = False
+            else:
+                a = x - NT
+                rest_first = first_nt[a] | (rest_first if nullable_nt[a] else 0)
+                rest_nullable = rest_nullable and nullable_nt[a]
+    work = list(range(NN))
+    in_work_nt = [True] * NN
+    while work:
+        a = work.pop()
+        in_work_nt[a] = False
+        fa = follow[NT + a]
+        for x in edges[a]:
+            if fa & ~follow[x]:
+                follow[x] |= fa
+                if x >= NT and not in_work_nt[x - NT]:
+                    in_work_nt[x - NT] = True
+                    work.append(x - NT)
+    # first bytes of each terminal as a 256-bit int
+    first_bits = [0] * NT
+    for i, d in enumerate(dfas):
         if d.n_states:
-            fb = d.trans[0] >= 0
-        first_bytes.append(fb)
-    ign_bytes = np.zeros(256, bool)
+            for b in np.flatnonzero(d.trans[0] >= 0).tolist():
+                first_bits[i] |= 1 << b
+    ign_bits = 0
     for i in ignore:
-        ign_bytes |= first_bytes[i]
-    all_bytes = np.zeros(256, bool)
+        ign_bits |= first_bits[i]
+    all_bits = 0
     for i in range(NT):
         if i not in special:
-            all_bytes |= first_bytes[i]
+            all_bits |= first_bits[i]
     out = np.zeros(NT * 8, np.int32)
     for t in range(NT):
         if t in ignore:
-            fb = all_bytes.copy()
+            fb = all_bits
         else:
-            fb = ign_bytes.copy()
-            for u in follow_t[t]:
+            fb = ign_bits
+            v = follow[t]
+            while v:
+                low = v & -v
+                u = low.bit_length() - 1
+                v ^= low
                 if u not in special:
-                    fb |= first_bytes[u]
-        out[t * 8 : t * 8 + 8] = np.packbits(fb, bitorder="little").view(np.int32)
+                    fb |= first_bits[u]
+        out[t * 8 : t * 8 + 8] = np.frombuffer(fb.to_bytes(32, "little"), np.int32)
     return out

@@ -656,8 +656,11 @@ class _Builder:
             from .ecma import ecma_search_node
 
             p_ptr = pointer_join(ptr, "pattern")
-            nodes.append((ecma_search_node(s["pattern"], where=p_ptr), p_ptr))
-            self.note(p_ptr, "pattern", EXACT)
+            try:
+                nodes.append((ecma_search_node(s["pattern"], where=p_ptr), p_ptr))
+                self.note(p_ptr, "pattern", EXACT)
+            except UnsupportedFeatureError as err:  # not regular (e.g. long lookahead)
+                self._needs_check(p_ptr, "pattern", f"{err.feature} is not regular")
         fmt = s.get("format")
         if fmt is not None:
             from ..regex.python_syntax import parse_python_regex
@@ -815,7 +818,14 @@ class _Builder:
         pat_dfas: list[tuple[str, ByteDFA, Any]] = []
         for p, sub in pats.items():
             p_ptr = pointer_join(ptr, "patternProperties", p)
-            node = ecma_search_node(p, where=p_ptr)
+            try:
+                node = ecma_search_node(p, where=p_ptr)
+            except UnsupportedFeatureError as err:
+                # Which names it matches is unknown: other names take any value, and the
+                # final check enforces the pattern's schema.
+                self._needs_check(p_ptr, "patternProperties", f"{err.feature} is not regular")
+                addl = True
+                continue
             pat_dfas.append((p, _key_dfa(node, self.opt.max_states, p_ptr), sub))
 
         # the properties the grammar names, in order: listed ones, then required extras
@@ -988,7 +998,11 @@ class _Builder:
         if "pattern" in sym_schema:
             from .ecma import ecma_search_node
 
-            nodes.append((ecma_search_node(sym_schema["pattern"], where=ptr), ptr))
+            try:
+                nodes.append((ecma_search_node(sym_schema["pattern"], where=ptr), ptr))
+            except UnsupportedFeatureError as err:
+                self._needs_check(ptr, "propertyNames", f"{err.feature} is not regular")
+                return None
         if "format" in sym_schema:
             from ..regex.python_syntax import parse_python_regex
             from .formats import format_regex
