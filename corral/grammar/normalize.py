@@ -26,7 +26,7 @@ def without_empty_string(dfa: ByteDFA) -> ByteDFA:
     trans = np.vstack([shifted[0:1], shifted])
     accept = np.concatenate([[False], dfa.accept])
     if (trans[0] < 0).all():
-        return ByteDFA(np.zeros((0, 256), np.int32), np.zeros(0, bool))
+        return ByteDFA.empty()
     t, a = minimize(trans, accept)
     return ByteDFA(t, a)
 

@@ -74,7 +74,7 @@ _State = tuple[Any, ...]
 
 
 def _empty() -> ByteDFA:
-    return ByteDFA(np.zeros((0, 256), np.int32), np.zeros(0, bool))
+    return ByteDFA.empty()
 
 
 # ---------------------------------------------------------------------------------------

@@ -321,7 +321,7 @@ class _Builder:
         name = self.fresh("t")
         found = False
         for t in types:
-            sym = self.typed(t, schema, ptr, resolver, types)
+            sym = self.typed(t, schema, ptr, resolver)
             if sym is not None:
                 self.add(name, sym)
                 found = True
@@ -480,9 +480,7 @@ class _Builder:
                 out.append("integer")
         return out
 
-    def typed(
-        self, t: str, s: dict[str, Any], ptr: str, resolver: Any, types: list[str]
-    ) -> str | None:
+    def typed(self, t: str, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
         if t == "null":
             return self.lit("null")
         if t == "boolean":
@@ -857,7 +855,7 @@ class _Builder:
         listed = [_canonical(k).encode() for k, _, _, _ in entries]
         extra: list[tuple[str, str]] = []  # (key terminal, value symbol)
         if addl is False and not pat_dfas:
-            base_keys = ByteDFA(_empty_trans(), _empty_accept())  # no other names allowed
+            base_keys = ByteDFA.empty()  # no other names allowed
         else:
             base_keys = self.other_keys(listed, names_filter)
         others = base_keys
@@ -977,7 +975,7 @@ class _Builder:
         if schema is True:
             return None
         if schema is False:
-            return ByteDFA(_empty_trans(), _empty_accept())
+            return ByteDFA.empty()
         allowed = {"type", "pattern", "minLength", "maxLength", "format", "enum", "const"}
         if not isinstance(schema, dict) or any(
             k not in allowed and k not in ANNOTATIONS for k in schema
@@ -1148,18 +1146,6 @@ def _key_dfa(node: ast.Node, max_states: int, where: str) -> ByteDFA:
 
 def _constant(dfa: ByteDFA) -> Callable[[], ByteDFA]:
     return lambda: dfa
-
-
-def _empty_trans() -> Any:
-    import numpy as np
-
-    return np.zeros((0, 256), np.int32)
-
-
-def _empty_accept() -> Any:
-    import numpy as np
-
-    return np.zeros(0, bool)
 
 
 def _drop_undefined(rules: list[Rule], terminals: set[str]) -> list[Rule]:

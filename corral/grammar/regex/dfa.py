@@ -109,6 +109,11 @@ class ByteDFA:
     def accepts_empty(self) -> bool:
         return self.n_states > 0 and bool(self.accept[0])
 
+    @classmethod
+    def empty(cls) -> ByteDFA:
+        """The DFA of the empty language (no states)."""
+        return cls(np.zeros((0, 256), np.int32), np.zeros(0, bool))
+
 
 # ---------------------------------------------------------------------------------------
 # 1. alphabet partition
@@ -651,7 +656,7 @@ def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATE
     Raises :class:`~corral.errors.CompileBudgetError` beyond ``max_states`` product states.
     """
     if a.n_states == 0 or b.n_states == 0:
-        return ByteDFA(np.zeros((0, 256), np.int32), np.zeros(0, bool))
+        return ByteDFA.empty()
     index = {(0, 0): 0}
     pairs = [(0, 0)]
     rows: list[np.ndarray] = []
