@@ -388,7 +388,13 @@ def git_state() -> dict[str, Any]:
     return {"commit": git("rev-parse", "HEAD") or None, "corral_changed_files": dirty}
 
 
-def environment(tokenizer_name: str, vocab_size: int) -> dict[str, Any]:
+PACKAGES = ("corral", "llguidance", "xgrammar", "numba", "numpy", "torch", "transformers",
+            "tokenizers")  # fmt: skip
+
+
+def environment(
+    tokenizer_name: str, vocab_size: int, packages: Sequence[str] = PACKAGES
+) -> dict[str, Any]:
     """Machine, interpreter and package versions."""
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {
@@ -397,19 +403,7 @@ def environment(tokenizer_name: str, vocab_size: int) -> dict[str, Any]:
         "cpus_usable": affinity,
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "packages": {
-            d: package_version(d)
-            for d in (
-                "corral",
-                "llguidance",
-                "xgrammar",
-                "numba",
-                "numpy",
-                "torch",
-                "transformers",
-                "tokenizers",
-            )
-        },
+        "packages": {d: package_version(d) for d in packages},
         "threads_env": {
             v: os.environ.get(v)
             for v in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS")

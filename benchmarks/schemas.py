@@ -99,15 +99,17 @@ from engines import (  # noqa: E402
 )
 from run import (  # noqa: E402
     DEFAULT_TOKENIZERS_DIR,
+    PACKAGES,
     DocRun,
-    cpu_model,
     fmt,
-    git_state,
-    package_version,
     resolve_tokenizer,
     run_document,
-    timer_overhead_ns,
 )
+from run import environment as run_environment  # noqa: E402
+
+# the serialisation and schema-order helpers of the conformance runner
+sys.path.insert(0, str(BENCH_DIR.parent / "tests"))
+from support.schema_runner import in_schema_order, property_rank, serialise  # noqa: E402
 from workloads import DEFAULT_MASKBENCH_DIR, Document, encode, maskbench_file_order  # noqa: E402
 
 #: Compiled and replayed by every engine before any timing (code loading, JIT).
@@ -127,57 +129,6 @@ WARMUP_INSTANCE: dict[str, Any] = {"name": "Ann", "age": 41, "tags": ["x", "y"],
 # ---------------------------------------------------------------------------------------
 # JSON helpers
 # ---------------------------------------------------------------------------------------
-def serialise(value: Any) -> str:
-    """Compact JSON, non-ASCII written literally (how every instance is given to engines)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def property_rank(schema: Any) -> dict[str, int]:
-    """Property names in the order they first appear in the schema text (``properties``
-    keys, then ``required`` names, then keys of objects in ``const``/``enum``).
-
-    The same order as ``tests/support/schema_runner.py``: the order corral's grammars write
-    object properties in.
-    """
-    order: dict[str, int] = {}
-    late: list[str] = []
-
-    def walk(node: Any, in_value: bool = False) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if in_value:
-                    late.append(k)
-                    walk(v, True)
-                elif k == "properties" and isinstance(v, dict):
-                    for name in v:
-                        order.setdefault(name, len(order))
-                    walk(v)
-                elif k == "required" and isinstance(v, list):
-                    late.extend(x for x in v if isinstance(x, str))
-                elif k in ("const", "enum", "default", "examples"):
-                    walk(v, True)
-                else:
-                    walk(v)
-        elif isinstance(node, list):
-            for x in node:
-                walk(x, in_value)
-
-    walk(schema)
-    for name in late:
-        order.setdefault(name, len(order))
-    return order
-
-
-def in_schema_order(value: Any, rank: dict[str, int]) -> Any:
-    """``value`` with every object's keys in schema order (unknown keys last, as given)."""
-    if isinstance(value, dict):
-        keys = sorted(enumerate(value), key=lambda p: (rank.get(p[1], len(rank)), p[0]))
-        return {k: in_schema_order(value[k], rank) for _, k in keys}
-    if isinstance(value, list):
-        return [in_schema_order(x, rank) for x in value]
-    return value
-
-
 _MAX_DEPTH = 40
 
 
@@ -979,37 +930,8 @@ def result_json(r: Result) -> dict[str, Any]:
 
 
 def environment(tokenizer_name: str, vocab_size: int) -> dict[str, Any]:
-    """Machine, interpreter and package versions."""
-    import platform
-
-    return {
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "packages": {
-            d: package_version(d)
-            for d in (
-                "corral",
-                "llguidance",
-                "xgrammar",
-                "outlines-core",
-                "numba",
-                "numpy",
-                "torch",
-                "transformers",
-            )
-        },
-        "threads_env": {
-            v: os.environ.get(v)
-            for v in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS")
-        },
-        "tokenizer": tokenizer_name,
-        "vocab_size": vocab_size,
-        "git": git_state(),
-        "timer_overhead_ns": timer_overhead_ns(),
-    }
+    """Machine, interpreter and package versions (``run.environment``, plus outlines-core)."""
+    return run_environment(tokenizer_name, vocab_size, (*PACKAGES, "outlines-core"))
 
 
 # ---------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CompileBudgetError
-from ..regex.dfa import ByteDFA, intersect, minimize
+from ..regex.dfa import ByteDFA, intersect, live_states, minimize
 
 __all__ = ["integer_dfa", "multiple_of_dfa", "number_dfa"]
 
@@ -117,18 +117,7 @@ def _explore(
     n = len(states)
     accept = [accepting(state) for state in states]
     # Every state is reachable by construction; keep those that can reach acceptance.
-    rev: list[list[int]] = [[] for _ in range(n)]
-    for u, out in enumerate(edges):
-        for _b, v in out:
-            rev[v].append(u)
-    live = list(accept)
-    stack = [u for u in range(n) if accept[u]]
-    while stack:
-        v = stack.pop()
-        for u in rev[v]:
-            if not live[u]:
-                live[u] = True
-                stack.append(u)
+    live = live_states([dict(out) for out in edges], accept)
     if not live[0]:
         return _empty()
     new_id = [-1] * n

@@ -36,7 +36,7 @@ from ..regex import ByteDFA, ast, literal_dfa, python_regex_dfa
 from ..regex.charset import CharSet
 from ..regex.dfa import deadline, difference, intersect
 from .load import LoadedSchema, pointer_join
-from .strings import MAX_EXACT_LENGTH, constrained_string, encode_node, plain_string
+from .strings import MAX_EXACT_LENGTH, body_of_node, constrained_string, plain_string
 
 EXACT = "exact"
 FINAL_CHECK = "final check"
@@ -1135,13 +1135,11 @@ def _number_dfa() -> ByteDFA:
 
 def _key_dfa(node: ast.Node, max_states: int, where: str) -> ByteDFA:
     """Encoded object keys (quotes included) whose decoded text matches ``node``; only the
-    escapes JSON requires are offered, so every name has few spellings."""
-    from ..regex.dfa import nfa_to_byte_dfa, quoted
-    from ..regex.nfa import build_nfa
+    escapes JSON requires are offered, so every name has few spellings (the string-body
+    construction of ``strings.py``, cached per tree)."""
+    from ..regex.dfa import quoted
 
-    enc = encode_node(node)
-    body = nfa_to_byte_dfa(build_nfa(enc), mode="text", where=where, max_states=max_states)
-    return quoted(body)
+    return quoted(body_of_node(node, where=where, max_states=max_states), minimal=False)
 
 
 def _constant(dfa: ByteDFA) -> Callable[[], ByteDFA]:

@@ -407,7 +407,8 @@ def _first_guard(nfa: NFA, states: frozenset[int]) -> ast.Assert | None:
 # 3-5. shortest match, UTF-8, trim, minimise
 
 
-def _live_states(trans: list[dict[int, int]], accept: list[bool]) -> list[bool]:
+def live_states(trans: list[dict[int, int]], accept: list[bool]) -> list[bool]:
+    """Which states can reach an accepting state (``trans[s]``: byte or block -> target)."""
     rev: list[list[int]] = [[] for _ in trans]
     for s, out in enumerate(trans):
         for t in out.values():
@@ -424,7 +425,7 @@ def _live_states(trans: list[dict[int, int]], accept: list[bool]) -> list[bool]:
 
 
 def _to_bytes(cdfa: _CharDFA, max_states: int, where: str) -> tuple[np.ndarray, np.ndarray]:
-    live = _live_states(cdfa.trans, cdfa.accept)
+    live = live_states(cdfa.trans, cdfa.accept)
     if not live[0]:
         return np.zeros((0, 256), np.int32), np.zeros(0, bool)
     node_index: dict[object, int] = {}
@@ -638,7 +639,7 @@ def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]
                 reach[t] = True
                 stack.append(t)
     outs = [{b: int(t) for b, t in enumerate(row.tolist()) if t >= 0} for row in trans]
-    live = np.array(_live_states(outs, [bool(a) for a in accept]), bool) & reach
+    live = np.array(live_states(outs, [bool(a) for a in accept]), bool) & reach
     if not live[0]:
         return np.zeros((0, 256), np.int32), np.zeros(0, bool)
     keep = np.flatnonzero(live)
