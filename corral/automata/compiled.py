@@ -19,6 +19,7 @@ import numpy as np
 
 from ..grammar.ir import Grammar
 from .bitmask import bitmask_words
+from .state_cache import StateEntry
 from .tables import Tables, build_tables
 from .vocabulary import SPECIAL, Vocabulary
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 _DISK_FORMAT = 1  # bump when the layout of the token caches changes
 _DENSE_FRACTION = 1 / 16  # cache a state's tokens as a bitmask when more than V/16 stay alive
+_SIGNATURE_STATES = 160  # share a state's cache only if its description is this small
 
 
 class CompiledGrammar:
@@ -56,6 +58,7 @@ class CompiledGrammar:
         self.eos_ids = np.array(vocab.eos_token_ids, np.int32)
         self._kinds = vocab.kinds
         self._special_term_of_token = {tok: name for name, tok in special_terms.items()}
+        self._scratch: tuple[np.ndarray, ...] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -76,60 +79,91 @@ class CompiledGrammar:
             return self._cmeta, self._dense, self._dense_rank, self._sparse, self._ends
 
     def ensure_cached(self, states: Any) -> None:
-        """Build the token caches of lexer states ``states`` that do not have one yet."""
-        from .kernels.mask import KIND_DENSE, KIND_MISSING, KIND_SPARSE, lexer_state_walk
+        """Build the token caches of lexer states ``states`` that do not have one yet.
 
-        trie = self.vocab.trie
+        A state's cache is taken from the vocabulary's shared store when an equivalent
+        state (same behaviour on the bytes a token can hold) has been built before, by
+        this grammar or another one.
+        """
+        from .kernels.mask import KIND_MISSING
+        from .kernels.signature import state_signature
+
+        store = self.vocab.state_cache
+        max_depth = self.vocab.trie.max_depth
         lt = self.tables
         with self._lock:
-            bits = np.zeros(self.rank_words, np.uint32)
-            ends_buf = np.zeros(2 * max(1, trie.n_nodes), np.int32)
             for g in np.unique(np.asarray(states, dtype=np.int64)).tolist():
                 if self._cmeta[g, 0] != KIND_MISSING:
                     continue
-                bits[:] = 0
-                n_tok, n_ends = lexer_state_walk(
-                    lt.gt,
-                    lt.lex_trans,
-                    trie.node_byte,
-                    trie.depth,
-                    trie.subtree_end,
-                    trie.tok_start,
-                    trie.tok_count,
-                    g,
-                    bits,
-                    ends_buf,
-                )
-                meta = self._cmeta
-                # new arrays are built whole and then swapped in, so snapshots stay valid
-                if n_tok > self.vocab_size * _DENSE_FRACTION:
-                    ranks = _bits_to_ids(bits)
-                    id_bits = np.zeros(self.words * 32, bool)
-                    id_bits[trie.token_ids[ranks]] = True
-                    if self._n_dense == self._dense.shape[0]:
-                        self._dense = _grow2d(self._dense, self._n_dense)
-                        self._dense_rank = _grow2d(self._dense_rank, self._n_dense)
-                    self._dense[self._n_dense] = np.packbits(id_bits, bitorder="little").view(
-                        np.uint32
-                    )
-                    self._dense_rank[self._n_dense] = bits
-                    meta_row = (KIND_DENSE, self._n_dense, n_tok)
-                    self._n_dense += 1
-                else:
-                    ranks = _bits_to_ids(bits)
-                    self._sparse = _append(self._sparse, self._n_sparse, ranks)
-                    meta_row = (KIND_SPARSE, self._n_sparse, ranks.shape[0])
-                    self._n_sparse += ranks.shape[0]
-                if n_ends:
-                    block = _end_block(ends_buf[: 2 * n_ends].reshape(-1, 2), trie.node_byte)
-                    self._ends = _append(self._ends, self._n_ends, block)
-                    ends_row = (self._n_ends, n_ends)
-                    self._n_ends += block.shape[0]
-                else:
-                    ends_row = (0, 0)
-                meta[g, 1], meta[g, 2] = meta_row[1], meta_row[2]
-                meta[g, 3], meta[g, 4] = ends_row
-                meta[g, 0] = meta_row[0]
+                key = b""
+                entry = None
+                if store.max_bytes > 0:
+                    sig = state_signature(lt.gt, lt.lex_trans, g, max_depth, _SIGNATURE_STATES)
+                    if sig.shape[0]:
+                        key = hashlib.blake2b(sig.tobytes(), digest_size=20).digest()
+                        entry = store.get(key)
+                if entry is None:
+                    entry = self._walk(g)
+                    if key:
+                        store.put(key, entry)
+                self._install(g, entry)
+
+    def _walk(self, g: int) -> StateEntry:
+        """Build lexer state ``g``'s token cache with a trie walk."""
+        from .kernels.mask import ids_bitmask, lexer_state_walk
+
+        trie = self.vocab.trie
+        lt = self.tables
+        if self._scratch is None:
+            self._scratch = (
+                np.zeros(self.rank_words, np.uint32),
+                np.zeros(max(1, trie.n_tokens), np.int32),
+                np.zeros(2 * max(1, trie.n_nodes), np.int32),
+            )
+        bits, ranks_buf, ends_buf = self._scratch
+        bits[:] = 0
+        n_tok, n_ends = lexer_state_walk(
+            lt.gt, lt.lex_trans, trie.node_byte, trie.depth, trie.subtree_end,
+            trie.tok_start, trie.tok_count, trie.max_depth, g, bits, ranks_buf, ends_buf,
+        )  # fmt: skip
+        ends = (
+            _end_block(ends_buf[: 2 * n_ends].reshape(-1, 2), trie.node_byte)
+            if n_ends
+            else np.zeros(0, np.int32)
+        )
+        if n_tok > self.vocab_size * _DENSE_FRACTION:
+            dense = np.zeros(self.words, np.uint32)
+            ids_bitmask(ranks_buf[:n_tok], trie.token_ids, dense)
+            return StateEntry(n_tok, dense, bits.copy(), np.zeros(0, np.int32), ends, n_ends)
+        return StateEntry(n_tok, None, None, ranks_buf[:n_tok].copy(), ends, n_ends)
+
+    def _install(self, g: int, entry: StateEntry) -> None:
+        """Append ``entry`` to this grammar's cache arrays as lexer state ``g``'s (locked)."""
+        from .kernels.mask import KIND_DENSE, KIND_SPARSE
+
+        # new arrays are built whole and then swapped in, so snapshots stay valid
+        if entry.dense is not None and entry.dense_rank is not None:
+            if self._n_dense == self._dense.shape[0]:
+                self._dense = _grow2d(self._dense, self._n_dense)
+                self._dense_rank = _grow2d(self._dense_rank, self._n_dense)
+            self._dense[self._n_dense] = entry.dense
+            self._dense_rank[self._n_dense] = entry.dense_rank
+            meta_row = (KIND_DENSE, self._n_dense, entry.n_tokens)
+            self._n_dense += 1
+        else:
+            self._sparse = _append(self._sparse, self._n_sparse, entry.sparse)
+            meta_row = (KIND_SPARSE, self._n_sparse, entry.sparse.shape[0])
+            self._n_sparse += entry.sparse.shape[0]
+        if entry.n_ends:
+            self._ends = _append(self._ends, self._n_ends, entry.ends)
+            ends_row = (self._n_ends, entry.n_ends)
+            self._n_ends += entry.ends.shape[0]
+        else:
+            ends_row = (0, 0)
+        meta = self._cmeta
+        meta[g, 1], meta[g, 2] = meta_row[1], meta_row[2]
+        meta[g, 3], meta[g, 4] = ends_row
+        meta[g, 0] = meta_row[0]
 
     def warm(self) -> CompiledGrammar:
         """Build every lexer state's token cache now (otherwise each is built on first use)."""
@@ -267,10 +301,6 @@ def _end_block(pairs: np.ndarray, node_byte: np.ndarray) -> np.ndarray:
     order = np.argsort(b, kind="stable")
     offsets = np.searchsorted(b[order], np.arange(257)).astype(np.int32)
     return np.concatenate([offsets, pairs[order].reshape(-1).astype(np.int32)])
-
-
-def _bits_to_ids(bits: np.ndarray) -> np.ndarray:
-    return np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")).astype(np.int32)
 
 
 def _grow2d(a: np.ndarray, n: int) -> np.ndarray:

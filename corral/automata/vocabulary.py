@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TokenizerError
+from .state_cache import StateCacheStore
 
 NORMAL, SPECIAL, EOS, PADDING, EMPTY = 0, 1, 2, 3, 4
 _KIND_NAMES = {NORMAL: "normal", SPECIAL: "special", EOS: "eos", PADDING: "padding", EMPTY: "empty"}
@@ -115,6 +116,7 @@ class Vocabulary:
         self.eos_token_ids: tuple[int, ...] = tuple(eos)
         self.family = family
         self._trie: TokenTrie | None = None
+        self._state_cache: StateCacheStore | None = None
         self._offsets = np.zeros(size + 1, np.int64)
         np.cumsum([len(b) for b in tb], out=self._offsets[1:])
         self._data = np.frombuffer(b"".join(tb), dtype=np.uint8)
@@ -233,6 +235,19 @@ class Vocabulary:
                 if self._trie is None:
                     self._trie = self._build_trie()
         return self._trie
+
+    @property
+    def state_cache(self) -> StateCacheStore:
+        """Lexer-state token caches shared by every grammar compiled for this vocabulary.
+
+        Bounded in bytes (``state_cache.max_bytes``, 256 MiB by default; ``0`` turns
+        sharing off). See ``corral/automata/state_cache.py``.
+        """
+        if self._state_cache is None:
+            with self._lock:
+                if self._state_cache is None:
+                    self._state_cache = StateCacheStore()
+        return self._state_cache
 
     def _build_trie(self) -> TokenTrie:
         from .kernels.trie import build_trie

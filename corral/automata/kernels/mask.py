@@ -79,34 +79,41 @@ def _follows(follow, t, b):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def lexer_state_walk(
-    gt, lex_trans, node_byte, depth, subtree_end, tok_start, tok_count, g, bits, ends
+    gt,
+    lex_trans,
+    node_byte,
+    depth,
+    subtree_end,
+    tok_start,
+    tok_count,
+    max_depth,
+    g,
+    bits,
+    ranks,
+    ends,
 ):  # type: ignore[no-untyped-def]
     """Walk the token trie from lexer state ``g``.
 
-    Sets in ``bits`` (``uint32``, rank space, zeroed by the caller) every token whose bytes
-    keep the lexeme alive, and writes into ``ends`` (as ``x, child`` pairs) every edge where
-    the lexeme ends: ``x`` (the root included) leaves it in an accepting state that cannot
+    Writes every token whose bytes keep the lexeme alive into ``bits`` (``uint32``, rank
+    space, zeroed by the caller) and, in ascending order, into ``ranks`` (``int32``, one
+    slot per token); and writes into ``ends`` (as ``x, child`` pairs) every edge where the
+    lexeme ends: ``x`` (the root included) leaves it in an accepting state that cannot
     read the child's byte, and that byte may follow the terminal. Returns
-    ``(n_tokens, n_pairs)``.
+    ``(n_tokens, n_pairs)``. ``max_depth``: the trie's greatest depth.
     """
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
-    lex_accept = gt[H_LEX_ACCEPT]
+    lex_accept = gt[gt[H_LEX_ACCEPT] : gt[H_LEX_ACCEPT] + gt[H_G]]
     follow = gt[gt[H_FOLLOW_BYTES] :]
     t = gt[gt[H_LEX_TERM] + g]
-    max_d = 0
-    for i in range(depth.shape[0]):
-        if depth[i] > max_d:
-            max_d = depth[i]
-    states = np.empty(max_d + 2, np.int32)
+    states = np.empty(max_depth + 2, np.int32)
     states[0] = g
     n_nodes = node_byte.shape[0]
     n_tok = 0
     n_ends = 0
     x = 0
+    s = g
     while x < n_nodes:
-        if x == 0:
-            s = g
-        else:
+        if x != 0:
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
             if s < 0:
@@ -115,10 +122,12 @@ def lexer_state_walk(
             states[d] = s
             c = tok_count[x]
             if c > 0:
-                n_tok += c
-                for r in range(tok_start[x], tok_start[x] + c):
+                r0 = tok_start[x]
+                for r in range(r0, r0 + c):
+                    ranks[n_tok] = r
+                    n_tok += 1
                     bits[r >> 5] |= np.uint32(1 << (r & 31))
-        if gt[lex_accept + s] != 0 and subtree_end[x] > x + 1:
+        if lex_accept[s] != 0 and subtree_end[x] > x + 1:
             ch = x + 1
             while ch < subtree_end[x]:
                 b = node_byte[ch]
@@ -129,6 +138,14 @@ def lexer_state_walk(
                 ch = subtree_end[ch]
         x += 1
     return n_tok, n_ends
+
+
+@njit(cache=True, nogil=True)
+def ids_bitmask(ranks, token_ids, out):  # type: ignore[no-untyped-def]
+    """Set in ``out`` (``uint32``, id space, zeroed) the ids of tokens of rank ``ranks``."""
+    for i in range(ranks.shape[0]):
+        tid = token_ids[ranks[i]]
+        out[tid >> 5] |= np.uint32(1 << (tid & 31))
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -1,0 +1,94 @@
+"""Kernel: a canonical description of what a lexer state does to short byte strings.
+
+Two lexer states whose descriptions are equal have equal token caches (``mask.py``,
+part 1): the trie walk from a state reads at most ``max_depth`` bytes, and the
+description records every transition a walk that long can take, which states accept, and
+the FOLLOW bytes of the state's terminal. That holds across grammars too, so token caches
+can be shared by every grammar compiled for one vocabulary (``state_cache.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..tables import H_BYTE_CLASS, H_FOLLOW_BYTES, H_G, H_LEX_ACCEPT, H_LEX_TERM
+
+
+@njit(cache=True, nogil=True)
+def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no-untyped-def]
+    """``int32`` description of lexer state ``g`` up to ``max_depth`` bytes.
+
+    States reachable from ``g`` are numbered in breadth-first order (bytes ascending), so
+    the numbering depends only on the language, not on how the grammar laid the states
+    out. The output is the 8 FOLLOW words of ``g``'s terminal, then for each numbered
+    state: its accepting flag and, if it lies less than ``max_depth`` bytes from ``g``,
+    its transitions as runs ``(first byte, target number or -1)``, ended by ``256``.
+    Returns an empty array when more than ``max_states`` states would be described (the
+    description would cost more than it saves).
+    """
+    n_states = gt[H_G]
+    n_classes = lex_trans.shape[1]
+    byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
+    lex_accept = gt[H_LEX_ACCEPT]
+    t = gt[gt[H_LEX_TERM] + g]
+    follow = gt[H_FOLLOW_BYTES]
+    number = np.full(n_states, -1, np.int32)  # lexer state -> breadth-first number
+    of_class = np.empty(n_classes, np.int32)
+    queue = np.empty(16, np.int32)
+    dist = np.empty(16, np.int32)
+    queue[0] = g
+    dist[0] = 0
+    number[g] = 0
+    n_queued = 1
+    out = np.empty(64, np.int32)
+    n_out = 0
+    for w in range(8):
+        out[n_out] = gt[follow + t * 8 + w]
+        n_out += 1
+    head = 0
+    while head < n_queued:
+        s = queue[head]
+        d = dist[head]
+        head += 1
+        if n_out + 3 + 2 * 256 > out.shape[0]:
+            grown = np.empty(2 * out.shape[0] + 2 * 256, np.int32)
+            grown[:n_out] = out[:n_out]
+            out = grown
+        out[n_out] = gt[lex_accept + s]
+        n_out += 1
+        if d >= max_depth:
+            continue
+        of_class[:] = -2  # not looked up yet in this state
+        prev = -2
+        for b in range(256):
+            c = byte_class[b]
+            if of_class[c] == -2:
+                nxt = lex_trans[s, c]
+                if nxt < 0:
+                    of_class[c] = -1
+                elif number[nxt] >= 0:
+                    of_class[c] = number[nxt]
+                else:  # numbered at its first byte, so the numbering is layout-free
+                    if n_queued >= max_states:
+                        return out[:0]
+                    of_class[c] = n_queued
+                    number[nxt] = n_queued
+                    if n_queued == queue.shape[0]:
+                        q2 = np.empty(2 * n_queued, np.int32)
+                        d2 = np.empty(2 * n_queued, np.int32)
+                        q2[:n_queued] = queue
+                        d2[:n_queued] = dist
+                        queue, dist = q2, d2
+                    queue[n_queued] = nxt
+                    dist[n_queued] = d + 1
+                    n_queued += 1
+            k = of_class[c]
+            if k != prev:
+                out[n_out] = b
+                out[n_out + 1] = k
+                n_out += 2
+                prev = k
+        out[n_out] = 256
+        n_out += 1
+    return out[:n_out]

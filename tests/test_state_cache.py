@@ -1,0 +1,135 @@
+"""Token caches shared between equivalent lexer states (within and across grammars).
+
+Sharing must never change a mask: every mask computed with sharing equals the one
+computed with each grammar building its own caches.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from support.tokenizers import load_tokenizer, load_vocab
+
+import corral
+from corral import Vocabulary, allocate_bitmask
+from corral.automata.kernels.signature import state_signature
+from corral.automata.state_cache import StateCacheStore, StateEntry
+
+SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "city": {"type": "string", "maxLength": 12},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "id": {"type": "string", "format": "uuid"},
+        },
+        "required": ["name", "city"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "maxLength": 12},
+            "note": {"type": "string"},
+            "when": {"type": "string", "format": "date"},
+        },
+        "additionalProperties": {"type": "integer"},
+    },
+]
+DOCS = [
+    {"name": "Ada Lovelace", "city": "Lond\u00f6n", "tags": ['a"b', "\u6771\u4eac"]},
+    {"title": "x\\ny", "note": "caf\u00e9 \u00fcber", "when": "2024-02-29", "zz": 3},
+]
+
+
+@pytest.fixture(scope="module")
+def llama3():  # type: ignore[no-untyped-def]
+    return load_tokenizer("llama3"), load_vocab("llama3")
+
+
+def _masks(vocab: Vocabulary, schema: dict | str, ids: list[int]) -> list[np.ndarray]:
+    cg = corral.compile(schema, vocab, cache=False)
+    m = cg.matcher()
+    out = []
+    for t in [*ids, None]:
+        bm = allocate_bitmask(1, vocab.size)
+        m.fill_bitmask(bm)
+        out.append(bm.copy())
+        if t is not None:
+            m.consume(t)
+    return out
+
+
+def test_shared_caches_give_identical_masks(llama3) -> None:  # type: ignore[no-untyped-def]
+    tok, base = llama3
+    # two vocabularies with the same tokens: one shares caches, one does not
+    shared = Vocabulary(
+        [base.token_bytes(i) for i in range(base.tokenizer_size)],
+        eos_token_ids=base.eos_token_ids,
+        special_ids=[i for i in range(base.tokenizer_size) if base.kind(i) == "special"],
+        vocab_size=base.size,
+    )
+    alone = Vocabulary(
+        [base.token_bytes(i) for i in range(base.tokenizer_size)],
+        eos_token_ids=base.eos_token_ids,
+        special_ids=[i for i in range(base.tokenizer_size) if base.kind(i) == "special"],
+        vocab_size=base.size,
+    )
+    alone.state_cache.max_bytes = 0
+    for schema, doc in zip(SCHEMAS, DOCS, strict=True):
+        ids = tok.encode(json.dumps(doc, ensure_ascii=False), add_special_tokens=False)
+        for a, b in zip(_masks(shared, schema, ids), _masks(alone, schema, ids), strict=True):
+            assert np.array_equal(a, b)
+    # the second schema reuses string states built for the first
+    assert shared.state_cache.hits > 0
+    # after "xa", A and B read the same bytes the same way and differ only in whether they
+    # accept: B may end there, so ";" may follow "xab;xa" directly
+    lark = 'start: A ";" B ";"\nA: /x[a-z][a-z]/\nB: /x[a-z]?[a-z]?/\n'
+    ids = [tok.convert_tokens_to_ids(c) for c in "xab;xa;"]
+    for a, b in zip(_masks(shared, lark, ids), _masks(alone, lark, ids), strict=True):
+        assert np.array_equal(a, b)
+    assert len(alone.state_cache) == 0 and alone.state_cache.hits == 0
+
+
+def test_signature_separates_and_matches_states(llama3) -> None:  # type: ignore[no-untyped-def]
+    tok, v = llama3
+    depth = v.trie.max_depth
+
+    def body_signature(max_length: int, key: str) -> bytes:
+        """Signatures of the lexer states live inside the string value of ``key``."""
+        prop = {"type": "string", "maxLength": max_length}
+        schema = {"type": "object", "properties": {key: prop}}
+        cg = corral.compile(schema, v, cache=False)
+        m = cg.matcher()
+        m.consume_tokens(tok.encode(f'{{"{key}":"', add_special_tokens=False))
+        n = m._n_sets
+        states = m._L[m._S[n - 1, 1] : m._S[n, 1], 0]
+        lt = cg.tables
+        sigs = {
+            state_signature(lt.gt, lt.lex_trans, int(g), depth, 10_000).tobytes() for g in states
+        }
+        assert sigs and all(sigs)
+        return b"|".join(sorted(sigs))
+
+    assert body_signature(5, "a") == body_signature(5, "b")  # same language, other grammar
+    assert body_signature(5, "a") != body_signature(6, "a")  # one character more allowed
+
+
+def test_store_is_bounded_lru() -> None:
+    def entry(n: int) -> StateEntry:
+        return StateEntry(n, None, None, np.zeros(n, np.int32), np.zeros(0, np.int32), 0)
+
+    store = StateCacheStore(max_bytes=4 * 100)
+    store.put(b"a", entry(50))
+    store.put(b"b", entry(40))
+    assert store.get(b"a") is not None  # a is now the most recently used
+    store.put(b"c", entry(20))  # 440 bytes > 400: b goes
+    assert store.get(b"b") is None
+    assert store.get(b"a") is not None and store.get(b"c") is not None
+    assert store.nbytes == 4 * 70
+    store.put(b"huge", entry(1000))  # larger than the whole store: not kept
+    assert store.get(b"huge") is None
+    store.clear()
+    assert len(store) == 0 and store.nbytes == 0
