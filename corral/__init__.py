@@ -11,6 +11,9 @@ whose masks are computed by Numba kernels::
     m.fill_bitmask(mask)                             # int32 [1, ceil(V/32)], bit 1 = allowed
     m.consume(token_id)
 
+    corral.generate(model, prompt, schema=Person)    # a validated Person
+    corral.extract(model, documents, schema)         # one validated record per document
+
 Importing corral is cheap: the submodules (and numba) load on first use.
 """
 
@@ -24,10 +27,12 @@ from .errors import (
     CorralError,
     EmptyLanguageError,
     GrammarError,
+    IncompleteGenerationError,
     MatcherStateError,
     TokenizerError,
     TokenRejectedError,
     UnsupportedFeatureError,
+    ValidationFailedError,
 )
 
 __version__ = "0.1.0"
@@ -44,6 +49,10 @@ _LAZY = {
     "fill_next_token_bitmasks": "corral.automata",
     "explain": "corral.grammar.json_schema",
     "SchemaError": "corral.grammar.json_schema.load",
+    "generate": "corral.integrations.generate",
+    "stream": "corral.integrations.generate",
+    "Generation": "corral.integrations.generate",
+    "extract": "corral.integrations.extract",
 }
 
 __all__ = [
@@ -51,21 +60,27 @@ __all__ = [
     "CompiledGrammar",
     "CorralError",
     "EmptyLanguageError",
+    "Generation",
     "Grammar",
     "GrammarError",
+    "IncompleteGenerationError",
     "Matcher",
     "MatcherStateError",
     "SchemaError",
     "TokenRejectedError",
     "TokenizerError",
     "UnsupportedFeatureError",
+    "ValidationFailedError",
     "Vocabulary",
     "allocate_bitmask",
     "apply_token_bitmask_inplace",
     "bitmask_to_bool",
     "compile",
     "explain",
+    "extract",
     "fill_next_token_bitmasks",
+    "generate",
+    "stream",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,6 +97,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .grammar import Grammar
     from .grammar.json_schema import explain
     from .grammar.json_schema.load import SchemaError
+    from .integrations.extract import extract
+    from .integrations.generate import Generation, generate, stream
 
 
 def __getattr__(name: str) -> Any:

@@ -120,3 +120,28 @@ class TokenRejectedError(CorralError, ValueError):
 
 class MatcherStateError(CorralError, ValueError):
     """An operation is invalid in the matcher's current state (e.g. rolling back too far)."""
+
+
+class IncompleteGenerationError(CorralError):
+    """Generation stopped (token budget spent) before the output was complete.
+
+    The partial output is never returned as if it were valid; it is kept here.
+
+    Attributes:
+        partial_text: the text generated so far (a prefix of some valid output).
+        token_ids: the generated token ids.
+    """
+
+    def __init__(self, message: str, *, partial_text: str, token_ids: list[int]) -> None:
+        self.partial_text = partial_text
+        self.token_ids = token_ids
+        super().__init__(f"{message}; partial output: {partial_text[:200]!r}")
+
+
+class ValidationFailedError(CorralError):
+    """A complete output failed the final validation (a bug if it ever happens: the
+    grammar and final check enforce the schema). Carries the text."""
+
+    def __init__(self, message: str, *, text: str) -> None:
+        self.text = text
+        super().__init__(f"{message}: {text[:200]!r}")

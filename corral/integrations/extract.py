@@ -1,0 +1,180 @@
+"""``corral.extract``: documents in, one schema-valid record per document out.
+
+Documents are batched through ``model.generate`` with a
+:class:`~corral.integrations.transformers.GrammarLogitsProcessor` (greedy by default,
+left padding), each row under the same compiled schema. Every output is checked twice:
+the matcher must accept it (so a row cut off by ``max_new_tokens`` is an error, never a
+record) and it must parse and validate against the schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CorralError, IncompleteGenerationError
+from .generate import compile_constraint, resolve_model, vocabulary_for
+
+DEFAULT_PROMPT = (
+    "Extract the information in the text as one JSON object that follows this JSON Schema.\n"
+    "Schema: {schema}\n"
+    "Text: {document}\n"
+    "JSON:"
+)
+
+
+@dataclass
+class Extraction:
+    """The outcome for one document: ``value`` when it succeeded, else ``error``."""
+
+    index: int
+    value: Any = None
+    text: str = ""
+    error: CorralError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def extract(
+    model: Any,
+    documents: Iterable[str],
+    schema: Any,
+    *,
+    prompt: str = DEFAULT_PROMPT,
+    tokenizer: Any = None,
+    batch_size: int = 8,
+    max_new_tokens: int = 512,
+    errors: str = "raise",
+    **schema_options: Any,
+) -> list[Any]:
+    """One validated record per document, in order.
+
+    Args:
+        model, tokenizer: as for :func:`corral.generate`.
+        documents: texts.
+        schema: JSON Schema or pydantic model class.
+        prompt: template with ``{document}`` (and optionally ``{schema}``, the schema as
+            compact JSON).
+        batch_size: documents per ``model.generate`` call.
+        errors: ``"raise"`` (the first failed document raises its error) or ``"none"``
+            (a failed document gives ``None``).
+
+    Returns:
+        The records (dicts, or model instances for a pydantic class).
+    """
+    if errors not in ("raise", "none"):
+        raise ValueError(f"errors must be 'raise' or 'none', not {errors!r}")
+    out: list[Any] = []
+    for item in extract_iter(
+        model, documents, schema, prompt=prompt, tokenizer=tokenizer, batch_size=batch_size,
+        max_new_tokens=max_new_tokens, **schema_options,
+    ):  # fmt: skip
+        if item.error is not None and errors == "raise":
+            raise item.error
+        out.append(item.value)
+    return out
+
+
+def extract_iter(
+    model: Any,
+    documents: Iterable[str],
+    schema: Any,
+    *,
+    prompt: str = DEFAULT_PROMPT,
+    tokenizer: Any = None,
+    batch_size: int = 8,
+    max_new_tokens: int = 512,
+    **schema_options: Any,
+) -> Iterator[Extraction]:
+    """Yield an :class:`Extraction` per document, in order, batch by batch."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if "{document}" not in prompt:
+        raise ValueError("prompt must contain the placeholder {document}")
+    lm, tok = resolve_model(model, tokenizer)
+    vocab = vocabulary_for(lm, tok)
+    compiled, parse = compile_constraint(vocab, schema=schema, **schema_options)
+    schema_json = _schema_json(schema)
+    batch: list[tuple[int, str]] = []
+    for i, doc in enumerate(documents):
+        if not isinstance(doc, str):
+            raise TypeError(f"document {i} is a {type(doc).__name__}, not a string")
+        batch.append((i, doc))
+        if len(batch) == batch_size:
+            yield from _run_batch(lm, tok, vocab, compiled, parse, prompt, schema_json, batch,
+                                  max_new_tokens)  # fmt: skip
+            batch = []
+    if batch:
+        yield from _run_batch(lm, tok, vocab, compiled, parse, prompt, schema_json, batch,
+                              max_new_tokens)  # fmt: skip
+
+
+def _schema_json(schema: Any) -> str:
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        schema = schema.model_json_schema()
+    if isinstance(schema, str):
+        return schema
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+def _run_batch(
+    lm: Any,
+    tok: Any,
+    vocab: Any,
+    compiled: Any,
+    parse: Any,
+    prompt: str,
+    schema_json: str,
+    batch: Sequence[tuple[int, str]],
+    max_new_tokens: int,
+) -> Iterator[Extraction]:
+    import torch
+
+    from .transformers import GrammarLogitsProcessor
+
+    texts = [prompt.replace("{schema}", schema_json).replace("{document}", d) for _, d in batch]
+    eos = list(vocab.eos_token_ids)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos[0] if eos else 0)
+    rows = [list(tok(t)["input_ids"]) for t in texts]
+    width = max(len(r) for r in rows)
+    # left padding (the tokenizer is not changed): every prompt ends at the same column
+    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    device = next(lm.parameters()).device
+    proc = GrammarLogitsProcessor(compiled)
+    from transformers import LogitsProcessorList
+
+    with torch.no_grad():
+        out = lm.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention.to(device),
+            logits_processor=LogitsProcessorList([proc]),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=eos or None,
+            pad_token_id=pad,
+        )
+    eos_set = set(eos)
+    for (index, _), row in zip(batch, out[:, width:].tolist(), strict=True):
+        ids: list[int] = []
+        for t in row:
+            if t in eos_set:
+                break
+            ids.append(t)
+        text = vocab.decode(ids).decode("utf-8", "replace")
+        m = compiled.matcher()
+        try:
+            m.consume_tokens(ids)
+            if not m.is_accepting():
+                raise IncompleteGenerationError(
+                    f"max_new_tokens={max_new_tokens} ran out before the record was complete",
+                    partial_text=text,
+                    token_ids=ids,
+                )
+            yield Extraction(index, parse(text), text)
+        except CorralError as e:
+            yield Extraction(index, None, text, e)

@@ -1,0 +1,517 @@
+"""``corral.generate`` and ``corral.stream``: constrained generation with a causal LM.
+
+The loop, per step:
+
+1. **fast-forward**: if the grammar leaves a single way to continue for some bytes, those
+   bytes are cut into tokens (with the model's own tokenizer) and appended without
+   sampling; the model reads them in its next forward pass together;
+2. if the output is complete and nothing but EOS may follow, stop (no forward pass);
+3. otherwise one forward pass (KV cache), then mask → temperature → top-k → top-p →
+   sample (:mod:`corral.sampler.masking`); EOS stops.
+
+When ``max_new_tokens`` is spent before the output is complete,
+:class:`~corral.errors.IncompleteGenerationError` is raised with the partial text; an
+output the grammar accepts at that point is complete and returned.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorralError, IncompleteGenerationError, ValidationFailedError
+
+SAMPLERS = ("mask",)
+_VOCABS: OrderedDict[tuple[int, int, tuple[int, ...]], Any] = OrderedDict()
+_MODELS: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+
+
+@dataclass
+class GenerationStats:
+    """Counts and times of one generation."""
+
+    new_tokens: int = 0  # tokens generated (sampled + forced)
+    sampled_tokens: int = 0  # tokens chosen by sampling
+    forced_tokens: int = 0  # tokens appended by fast-forward, without sampling
+    forward_passes: int = 0
+    forward_s: float = 0.0  # time in the model
+    mask_s: float = 0.0  # time computing masks and forced tokens
+    sample_s: float = 0.0  # time masking logits and sampling
+
+    @property
+    def mask_share(self) -> float:
+        """Mask time as a share of step time (forward + mask + sample)."""
+        total = self.forward_s + self.mask_s + self.sample_s
+        return self.mask_s / total if total else 0.0
+
+
+@dataclass
+class Generation:
+    """What :func:`generate` produced (``details=True``).
+
+    Attributes:
+        value: the parsed value (dict/list/... for a JSON Schema, a model instance for a
+            pydantic class, the text for a grammar or regex).
+        text: the generated text.
+        token_ids: the generated token ids (EOS excluded).
+        stats: :class:`GenerationStats`.
+    """
+
+    value: Any
+    text: str
+    token_ids: list[int]
+    stats: GenerationStats = field(default_factory=GenerationStats)
+
+
+# ---------------------------------------------------------------------------------------
+# model, tokenizer, vocabulary
+# ---------------------------------------------------------------------------------------
+def resolve_model(model: Any, tokenizer: Any = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` from a model object (with ``tokenizer``) or a local folder.
+
+    A folder (``str``/``Path``, or ``"gemma3-270m"`` for the default model) is loaded once
+    per process and kept.
+    """
+    if isinstance(model, (str, os.PathLike)):
+        key = str(model)
+        if key not in _MODELS:
+            from .models import load_model
+
+            _MODELS[key] = load_model(model)
+            while len(_MODELS) > 2:
+                _MODELS.popitem(last=False)
+        lm, tok = _MODELS[key]
+        return lm, tokenizer if tokenizer is not None else tok
+    if not callable(model) or not hasattr(model, "config"):
+        raise TypeError(
+            "model must be a transformers causal LM or the path of a local model folder, "
+            f"not {type(model).__name__}"
+        )
+    if tokenizer is None:
+        raise TypeError("pass tokenizer= together with a model object")
+    return model, tokenizer
+
+
+def model_vocab_size(model: Any) -> int:
+    """The width of the model's logits."""
+    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if out is not None and getattr(out, "weight", None) is not None:
+        return int(out.weight.shape[0])
+    return int(model.config.vocab_size)
+
+
+def eos_ids_of(model: Any, tokenizer: Any) -> list[int]:
+    """EOS ids: the model's generation config's, plus the tokenizer's."""
+    ids: list[int] = []
+    gen = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for source in (gen, getattr(tokenizer, "eos_token_id", None)):
+        if isinstance(source, int):
+            ids.append(source)
+        elif source:
+            ids.extend(int(i) for i in source)
+    return sorted(set(ids))
+
+
+def vocabulary_for(model: Any, tokenizer: Any) -> Any:
+    """The :class:`~corral.Vocabulary` of ``tokenizer`` sized for ``model``'s logits (cached)."""
+    from ..automata import Vocabulary
+
+    eos = tuple(eos_ids_of(model, tokenizer))
+    key = (id(tokenizer), model_vocab_size(model), eos)
+    hit = _VOCABS.get(key)
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
+    vocab = Vocabulary.from_hf(tokenizer, vocab_size=key[1], eos_token_ids=list(eos) or None)
+    _VOCABS[key] = (tokenizer, vocab)
+    while len(_VOCABS) > 4:
+        _VOCABS.popitem(last=False)
+    return vocab
+
+
+# ---------------------------------------------------------------------------------------
+# constraint → compiled grammar and parser of the result
+# ---------------------------------------------------------------------------------------
+def _is_pydantic_model(x: Any) -> bool:
+    return isinstance(x, type) and hasattr(x, "model_json_schema") and hasattr(x, "model_validate")
+
+
+def compile_constraint(
+    vocab: Any,
+    *,
+    schema: Any = None,
+    grammar: Any = None,
+    regex: str | None = None,
+    **schema_options: Any,
+) -> tuple[Any, Callable[[str], Any]]:
+    """``(compiled, parse)`` for exactly one of ``schema``, ``grammar``, ``regex``.
+
+    ``parse(text)`` turns a complete output into the returned value.
+    """
+    from ..automata import CompiledGrammar, compile
+    from ..grammar import Grammar
+
+    given = [
+        n for n, v in (("schema", schema), ("grammar", grammar), ("regex", regex)) if v is not None
+    ]
+    if len(given) != 1:
+        raise ValueError(
+            "pass exactly one of schema=, grammar=, regex= "
+            + (f"(got {', '.join(given)})" if given else "(got none)")
+        )
+    if schema_options and schema is None:
+        raise ValueError(f"options {sorted(schema_options)} apply to schema= only")
+    if regex is not None:
+        if not isinstance(regex, str):
+            raise TypeError(f"regex must be a string, not {type(regex).__name__}")
+        return compile(Grammar.from_regex(regex), vocab), _identity
+    if grammar is not None:
+        if isinstance(grammar, CompiledGrammar):
+            if grammar.vocab_size != vocab.size or grammar.vocab.hash != vocab.hash:
+                raise ValueError("the compiled grammar was built for another vocabulary")
+            return grammar, _identity
+        if not isinstance(grammar, (str, Grammar)):
+            raise TypeError(
+                f"grammar must be Lark text, a corral.Grammar or a CompiledGrammar, not "
+                f"{type(grammar).__name__}"
+            )
+        return compile(grammar, vocab), _identity
+    if isinstance(schema, str) and not schema.lstrip().startswith("{"):
+        raise ValueError("schema= text must be a JSON object (for Lark text use grammar=)")
+    compiled = compile(schema, vocab, **schema_options)
+    if _is_pydantic_model(schema):
+        return compiled, _pydantic_parser(schema)
+    return compiled, _json_parser(compiled)
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _json_parser(compiled: Any) -> Callable[[str], Any]:
+    check = compiled.grammar.final_check
+
+    def parse(text: str) -> Any:
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            raise ValidationFailedError(f"output is not JSON ({e})", text=text) from None
+        if check is not None and not check(text.encode("utf-8")):
+            raise ValidationFailedError("output does not validate against the schema", text=text)
+        return value
+
+    return parse
+
+
+def _pydantic_parser(model_cls: Any) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return model_cls.model_validate_json(text)
+        except ValueError as e:
+            raise ValidationFailedError(f"output does not validate ({e})", text=text) from None
+
+    return parse
+
+
+# ---------------------------------------------------------------------------------------
+# the decoding loop
+# ---------------------------------------------------------------------------------------
+def prompt_ids(tokenizer: Any, prompt: str | Sequence[int], *, chat: bool = False) -> list[int]:
+    """Token ids of ``prompt`` (text, or ids as given); ``chat`` applies the chat template."""
+    if not isinstance(prompt, str):
+        ids = [int(i) for i in prompt]
+        if not ids:
+            raise ValueError("the prompt is empty")
+        return ids
+    if chat:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("chat=True, but this tokenizer has no chat template")
+        out = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
+        )
+        ids = list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+    else:
+        ids = list(tokenizer(prompt)["input_ids"])
+    if not ids:
+        raise ValueError("the prompt is empty (and the tokenizer adds no BOS token)")
+    return ids
+
+
+def decode_steps(
+    model: Any,
+    ids: list[int],
+    matcher: Any,
+    *,
+    tokenizer: Any = None,
+    eos_ids: Sequence[int] = (),
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    fast_forward: bool = True,
+    stats: GenerationStats | None = None,
+) -> Iterator[list[int]]:
+    """Yield the new tokens of each step (several when fast-forwarded).
+
+    ``matcher`` ``None`` decodes without a constraint (stopping at an EOS id). Stops at
+    EOS (not yielded), when the grammar allows nothing but EOS, or after
+    ``max_new_tokens``.
+    """
+    import torch
+
+    from ..automata import allocate_bitmask
+    from ..sampler.masking import masked_logits, sample
+
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    st = stats if stats is not None else GenerationStats()
+    gen = None
+    if seed is not None:
+        gen = torch.Generator().manual_seed(int(seed))
+    eos = set(int(e) for e in eos_ids)
+    if matcher is not None:
+        eos |= set(matcher.compiled.eos_ids.tolist())
+    bitmask = allocate_bitmask(1, matcher.vocab_size) if matcher is not None else None
+    device = next(model.parameters()).device
+
+    def tokenize(data: bytes) -> list[int]:
+        text = data.decode("utf-8", "ignore")
+        return list(tokenizer.encode(text, add_special_tokens=False)) if tokenizer else []
+
+    feed = list(ids)
+    past = None
+    produced = 0
+    while produced < max_new_tokens:
+        if matcher is not None:
+            t0 = time.perf_counter()
+            forced = matcher.forced_tokens(tokenize) if fast_forward else []
+            forced = forced[: max_new_tokens - produced]
+            if forced:
+                matcher.consume_tokens(forced)
+                st.mask_s += time.perf_counter() - t0
+                st.forced_tokens += len(forced)
+                st.new_tokens += len(forced)
+                produced += len(forced)
+                feed.extend(forced)
+                yield forced
+                continue
+            matcher.fill_bitmask(bitmask)
+            st.mask_s += time.perf_counter() - t0
+            if matcher.is_accepting() and _only_eos(bitmask, eos):
+                return
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model(
+                input_ids=torch.tensor([feed], device=device), past_key_values=past, use_cache=True
+            )
+        past = out.past_key_values
+        logits = out.logits[0, -1].float()
+        st.forward_s += time.perf_counter() - t0
+        st.forward_passes += 1
+        t0 = time.perf_counter()
+        if matcher is not None:
+            logits = masked_logits(logits, bitmask, matcher.vocab_size)
+        tok = int(
+            sample(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=gen)[0]
+        )
+        st.sample_s += time.perf_counter() - t0
+        if tok in eos:
+            return
+        if matcher is not None:
+            matcher.consume(tok)
+        st.sampled_tokens += 1
+        st.new_tokens += 1
+        produced += 1
+        feed = [tok]
+        yield [tok]
+
+
+def _only_eos(bitmask: Any, eos: set[int]) -> bool:
+    import numpy as np
+
+    words = bitmask.view(np.uint32)[0]
+    allowed = np.flatnonzero(words)
+    if allowed.shape[0] > max(1, len(eos)):
+        return False
+    ids = set()
+    for w in allowed.tolist():
+        v = int(words[w])
+        for b in range(32):
+            if v >> b & 1:
+                ids.add(32 * w + b)
+    return ids <= eos
+
+
+# ---------------------------------------------------------------------------------------
+# public entry points
+# ---------------------------------------------------------------------------------------
+def stream(
+    model: Any,
+    prompt: str | Sequence[int],
+    *,
+    schema: Any = None,
+    grammar: Any = None,
+    regex: str | None = None,
+    tokenizer: Any = None,
+    max_new_tokens: int = 512,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    sampler: str = "mask",
+    chat: bool = False,
+    fast_forward: bool = True,
+    **schema_options: Any,
+) -> Iterator[str]:
+    """Like :func:`generate`, yielding text pieces as they are produced.
+
+    The pieces concatenate to the output text (a piece never splits a UTF-8 character).
+    After the last piece the output is validated; an incomplete output raises
+    :class:`~corral.errors.IncompleteGenerationError` at the end.
+    """
+    session = _Session(
+        model, prompt, schema=schema, grammar=grammar, regex=regex, tokenizer=tokenizer,
+        max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+        seed=seed, sampler=sampler, chat=chat, fast_forward=fast_forward, **schema_options,
+    )  # fmt: skip
+    yield from session.pieces()
+    session.finish()
+
+
+def generate(
+    model: Any,
+    prompt: str | Sequence[int],
+    *,
+    schema: Any = None,
+    grammar: Any = None,
+    regex: str | None = None,
+    tokenizer: Any = None,
+    max_new_tokens: int = 512,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    sampler: str = "mask",
+    chat: bool = False,
+    fast_forward: bool = True,
+    details: bool = False,
+    **schema_options: Any,
+) -> Any:
+    """Generate text that satisfies a constraint, and return it parsed and validated.
+
+    Args:
+        model: a ``transformers`` causal LM (with ``tokenizer=``), or a local model folder,
+            or ``"gemma3-270m"`` (the default small model, see ``corral.integrations.models``).
+        prompt: text (tokenized with the tokenizer's special tokens, e.g. BOS) or token ids.
+        schema: a JSON Schema (dict, bool, JSON text) or a pydantic model class.
+        grammar: Lark grammar text, a :class:`~corral.Grammar`, or a compiled grammar.
+        regex: a regular expression (Python syntax) the whole output must match.
+        tokenizer: the model's tokenizer (taken from the folder when ``model`` is a path).
+        max_new_tokens: budget of generated tokens (forced ones included).
+        temperature: ``0`` (default) is greedy; otherwise sampling, with ``top_k`` and
+            ``top_p`` applied after the mask (see :mod:`corral.sampler.masking`).
+        seed: seed of the sampler's random generator (reproducible sampling).
+        sampler: ``"mask"`` (mask the logits, then sample).
+        chat: wrap the prompt in the tokenizer's chat template (instruction models).
+        fast_forward: append tokens the grammar forces without sampling them.
+        details: return a :class:`Generation` (value, text, tokens, statistics) instead of
+            the value alone.
+        schema_options: JSON Schema options (``whitespace``, ``property_order``, ...).
+
+    Returns:
+        The value: for a schema, the parsed JSON (validated against the schema); for a
+        pydantic class, an instance; for a grammar or regex, the text.
+
+    Raises:
+        IncompleteGenerationError: ``max_new_tokens`` ran out before the output was
+            complete (carries the partial text).
+        ValueError / TypeError: incompatible arguments (e.g. ``schema`` and ``grammar``).
+        SchemaError, GrammarError, UnsupportedFeatureError: a bad constraint, with its
+            position.
+    """
+    session = _Session(
+        model, prompt, schema=schema, grammar=grammar, regex=regex, tokenizer=tokenizer,
+        max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+        seed=seed, sampler=sampler, chat=chat, fast_forward=fast_forward, **schema_options,
+    )  # fmt: skip
+    for _ in session.pieces():
+        pass
+    result = session.finish()
+    return result if details else result.value
+
+
+class _Session:
+    """One generation: arguments checked, constraint compiled, loop run once."""
+
+    def __init__(
+        self,
+        model: Any,
+        prompt: str | Sequence[int],
+        *,
+        schema: Any,
+        grammar: Any,
+        regex: str | None,
+        tokenizer: Any,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        seed: int | None,
+        sampler: str,
+        chat: bool,
+        fast_forward: bool,
+        **schema_options: Any,
+    ) -> None:
+        if sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, not {sampler!r}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if isinstance(model, Path) and not model.exists():
+            raise CorralError(f"model folder {str(model)!r} does not exist")
+        self.model, self.tokenizer = resolve_model(model, tokenizer)
+        self.vocab = vocabulary_for(self.model, self.tokenizer)
+        self.compiled, self.parse = compile_constraint(
+            self.vocab, schema=schema, grammar=grammar, regex=regex, **schema_options
+        )
+        self.ids = prompt_ids(self.tokenizer, prompt, chat=chat)
+        self.matcher = self.compiled.matcher()
+        self.stats = GenerationStats()
+        self.tokens: list[int] = []
+        self._kw = dict(
+            max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+            seed=seed, fast_forward=fast_forward,
+        )  # fmt: skip
+
+    def pieces(self) -> Iterator[str]:
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        for new in decode_steps(
+            self.model, self.ids, self.matcher, tokenizer=self.tokenizer,
+            eos_ids=self.vocab.eos_token_ids, stats=self.stats, **self._kw,  # type: ignore[arg-type]
+        ):  # fmt: skip
+            self.tokens.extend(new)
+            piece = dec.decode(self.vocab.decode(new))
+            if piece:
+                yield piece
+        tail = dec.decode(b"", final=True)
+        if tail:
+            yield tail
+
+    def finish(self) -> Generation:
+        text = self.vocab.decode(self.tokens).decode("utf-8", "replace")
+        if not self.matcher.is_accepting():
+            raise IncompleteGenerationError(
+                f"max_new_tokens={self._kw['max_new_tokens']} ran out before the output was "
+                "complete",
+                partial_text=text,
+                token_ids=list(self.tokens),
+            )
+        return Generation(self.parse(text), text, list(self.tokens), self.stats)

@@ -1,0 +1,155 @@
+"""A logits processor for Hugging Face ``transformers`` ``model.generate``.
+
+::
+
+    from transformers import LogitsProcessorList
+    from corral.integrations.transformers import GrammarLogitsProcessor
+
+    vocab = corral.Vocabulary.from_hf(tokenizer, vocab_size=model.config.vocab_size)
+    proc = GrammarLogitsProcessor(corral.compile(schema, vocab))
+    out = model.generate(**inputs, logits_processor=LogitsProcessorList([proc]))
+
+Contract (``transformers.LogitsProcessor``): ``proc(input_ids, scores) -> scores`` with
+``input_ids: int64 [rows, length]`` and ``scores: float [rows, V]``. The returned tensor
+is new (``scores`` is not modified); disallowed tokens are ``-inf``. ``V`` may exceed the
+vocabulary (a padded output layer): extra ids are never allowed.
+
+How rows are followed. The first call fixes the prompt length (with left padding, every
+row's prompt ends at the same column). At each call, row ``r``'s generated tokens are
+``input_ids[r, prompt_length:]``; the processor keeps a matcher for every generated prefix
+it has seen and extends the longest known one. So the rows may be reordered, duplicated
+or cut back between calls, which is what beam search (beams reordered) and assisted or
+speculative decoding (rejected draft tokens dropped) do. A row whose tokens left the
+grammar (only possible for beams kept at ``-inf`` score, or draft tokens about to be
+rejected) may only end: its mask allows EOS alone.
+
+Grammars per row: pass one compiled grammar for every row, or a list with one per batch
+entry; with ``num_beams`` or ``num_return_sequences`` each entry's rows follow its grammar
+(``generate`` expands the batch entry-major).
+
+Sampling. transformers applies this processor before its own temperature, top-k and top-p
+warpers, so the order is the one corral documents (mask, temperature, top-k, top-p).
+
+Use a new processor for every ``generate`` call (or call :meth:`reset`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import LogitsProcessor
+
+from ..automata import CompiledGrammar, Matcher, allocate_bitmask
+from ..errors import MatcherStateError, TokenRejectedError
+from ..sampler.masking import masked_logits
+
+_KEEP_BACK = 64  # prefixes this many tokens shorter than the shortest row are dropped
+
+
+class GrammarLogitsProcessor(LogitsProcessor):
+    """Masks each row's scores to the tokens its grammar allows next.
+
+    Args:
+        grammars: a :class:`~corral.CompiledGrammar` for every row, or a sequence with one
+            per batch entry (all compiled for the same vocabulary).
+    """
+
+    def __init__(self, grammars: CompiledGrammar | Sequence[CompiledGrammar]) -> None:
+        items = [grammars] if isinstance(grammars, CompiledGrammar) else list(grammars)
+        if not items or not all(isinstance(g, CompiledGrammar) for g in items):
+            raise TypeError("grammars must be a CompiledGrammar or a non-empty list of them")
+        sizes = {g.vocab_size for g in items}
+        if len(sizes) != 1:
+            raise ValueError(f"the grammars were compiled for different vocabularies: {sizes}")
+        self.grammars = items
+        self.vocab_size = items[0].vocab_size
+        self._eos = np.array(items[0].eos_ids, np.int64)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every row: the next call starts a new generation."""
+        self.prompt_length: int | None = None
+        self._states: list[dict[tuple[int, ...], Matcher | None]] = [
+            {(): g.matcher()} for g in self.grammars
+        ]
+        self._bitmask: np.ndarray | None = None
+
+    def matcher_for(self, row_group: int, generated: Sequence[int]) -> Matcher | None:
+        """The matcher after ``generated`` tokens of grammar ``row_group`` (``None`` if they
+        left the grammar). Matchers returned are shared: do not advance them."""
+        states = self._states[row_group]
+        key = tuple(generated)
+        if key in states:
+            return states[key]
+        n = len(key) - 1
+        while n > 0 and key[:n] not in states:
+            n -= 1
+        m = states[key[:n]]
+        if m is not None:
+            m = m.fork()
+            for i in range(n, len(key)):
+                try:
+                    m.consume(key[i])
+                except TokenRejectedError:
+                    for j in range(i + 1, len(key) + 1):
+                        states[key[:j]] = None
+                    return None
+                states[key[: i + 1]] = m if i + 1 == len(key) else m.fork()
+        else:
+            states[key] = None
+        return states[key]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if input_ids.dim() != 2 or scores.dim() != 2 or input_ids.shape[0] != scores.shape[0]:
+            raise ValueError(
+                "expected input_ids [rows, length] and scores [rows, V] with the same rows, got "
+                f"{tuple(input_ids.shape)} and {tuple(scores.shape)}"
+            )
+        rows, length = input_ids.shape
+        if self.prompt_length is None:
+            self.prompt_length = length
+        elif length < self.prompt_length:
+            raise MatcherStateError(
+                "input_ids is shorter than the prompt of the first call: use a new "
+                "GrammarLogitsProcessor (or reset()) for each generate() call"
+            )
+        groups = len(self.grammars)
+        if rows % groups:
+            raise ValueError(
+                f"{rows} rows cannot be split evenly among {groups} grammars (one per batch entry)"
+            )
+        per_group = rows // groups
+        if self._bitmask is None or self._bitmask.shape[0] != rows:
+            self._bitmask = allocate_bitmask(rows, self.vocab_size)
+        bitmask = self._bitmask
+        generated = input_ids[:, self.prompt_length :].tolist()
+        for r in range(rows):
+            m = self.matcher_for(r // per_group, generated[r])
+            if m is None:  # left the grammar: may only end
+                words = bitmask.view(np.uint32)
+                words[r] = 0
+                for e in self._eos.tolist():
+                    words[r, e >> 5] |= np.uint32(1 << (e & 31))
+            else:
+                m.fill_bitmask(bitmask, r)
+        self._prune(min((len(g) for g in generated), default=0))
+        out: torch.FloatTensor = masked_logits(scores, bitmask, self.vocab_size)  # type: ignore[assignment]
+        return out
+
+    def _prune(self, shortest: int) -> None:
+        cut = shortest - _KEEP_BACK
+        if cut <= 0:
+            return
+        for states in self._states:
+            for key in [k for k in states if 0 < len(k) < cut]:
+                del states[key]
+
+
+def logits_processor(grammars: CompiledGrammar | Sequence[CompiledGrammar]) -> Any:
+    """A ``LogitsProcessorList`` holding one :class:`GrammarLogitsProcessor`."""
+    from transformers import LogitsProcessorList
+
+    return LogitsProcessorList([GrammarLogitsProcessor(grammars)])

@@ -1,0 +1,37 @@
+"""Tiny randomly initialised causal LMs over real tokenizers, for fast generation tests.
+
+Quality is irrelevant: what the tests check is that every output satisfies its
+constraint whatever the model prefers. A random model's preferences are arbitrary, which
+is a good adversary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def tiny_llama(tokenizer: Any, *, vocab_size: int | None = None, seed: int = 0) -> Any:
+    """A 2-layer Llama with hidden size 32 whose logits are ``vocab_size`` wide (default:
+    the tokenizer's length; larger = a padded output layer)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    n = len(tokenizer) if vocab_size is None else vocab_size
+    config = LlamaConfig(
+        vocab_size=n,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # sharper, more varied preferences than the default init
+        model.lm_head.weight.normal_(0.0, 0.25)
+    return model

