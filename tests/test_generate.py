@@ -161,3 +161,21 @@ def test_tokenizer_model_mismatch_is_refused() -> None:
     small = tiny_llama(load_tokenizer("gpt2"))  # 50k logits, 128k tokenizer
     with pytest.raises(corral.TokenizerError):
         corral.generate(small, "x", regex="[a-z]+", tokenizer=tok)
+
+
+def test_chat_template_wraps_the_prompt(gpt2_model) -> None:  # type: ignore[no-untyped-def]
+    import copy
+
+    from corral.integrations.generate import prompt_ids
+
+    model, tok = gpt2_model
+    chat_tok = copy.deepcopy(tok)
+    chat_tok.chat_template = (
+        "{% for m in messages %}<user>{{ m['content'] }}</user>{% endfor %}"
+        "{% if add_generation_prompt %}<bot>{% endif %}"
+    )
+    ids = prompt_ids(chat_tok, "Give a date", chat=True)
+    assert chat_tok.decode(ids) == "<user>Give a date</user><bot>"
+    text = corral.generate(model, "Give a date", regex=r"[0-9]{2}/[0-9]{2}", tokenizer=chat_tok,
+                           chat=True)  # fmt: skip
+    assert len(text) == 5 and text[2] == "/"
