@@ -1,0 +1,150 @@
+"""Synthetic language models with known conditionals, and exact distributions over the
+strings of a grammar, for evaluating samplers without sampling error.
+
+A language model here is anything with ``next_logits(prefixes) -> float [N, V]`` (one row
+of unnormalised log-probabilities per prefix of token ids) and ``eos_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+NextLogits = Callable[[Sequence[Sequence[int]]], torch.Tensor]
+
+
+class NGramLM:
+    """A random n-gram model over a small vocabulary (tokens may be several characters, so
+    token and grammar boundaries need not line up).
+
+    Args:
+        tokens: the token strings; the last id is EOS (its string is not used).
+        order: n (the conditional depends on the previous ``order - 1`` tokens).
+        seed: seed of the random table.
+        concentration: Dirichlet concentration of each conditional (small = peaked).
+    """
+
+    def __init__(
+        self, tokens: Sequence[str], *, order: int = 2, seed: int = 0, concentration: float = 0.7
+    ) -> None:
+        if order < 1:
+            raise ValueError("order must be >= 1")
+        self.tokens = list(tokens)
+        self.eos_id = len(self.tokens) - 1
+        self.order = order
+        self._rng = np.random.default_rng(seed)
+        self._concentration = concentration
+        self._table: dict[tuple[int, ...], torch.Tensor] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def vocabulary(self) -> Any:
+        """The corral :class:`~corral.Vocabulary` of this model."""
+        from ..automata import Vocabulary
+
+        data = [t.encode("utf-8") for t in self.tokens[:-1]] + [b"</s>"]
+        return Vocabulary(data, eos_token_ids=[self.eos_id], special_ids=[self.eos_id])
+
+    def _row(self, context: tuple[int, ...]) -> torch.Tensor:
+        row = self._table.get(context)
+        if row is None:
+            p = self._rng.dirichlet(np.full(self.vocab_size, self._concentration))
+            row = self._table[context] = torch.from_numpy(np.log(np.maximum(p, 1e-300)))
+        return row
+
+    def next_logits(self, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
+        """``float64 [N, V]`` log-probabilities of the next token after each prefix."""
+        k = self.order - 1
+        rows = [self._row(tuple(p[len(p) - k :]) if k else ()) for p in prefixes]
+        return torch.stack(rows)
+
+    def logprob_next(self, prefix: Sequence[int]) -> torch.Tensor:
+        """Normalised log-probabilities ``float64 [V]`` after ``prefix``."""
+        return torch.log_softmax(self.next_logits([prefix])[0], dim=0)
+
+
+def constrained_sequences(
+    lm: Any, compiled: Any, *, max_tokens: int
+) -> dict[tuple[int, ...], float]:
+    """Every complete token sequence of the grammar (EOS excluded) up to ``max_tokens``
+    tokens, with its model probability ``P(s) = prod P(t | prefix) * P(EOS | s)``.
+
+    Raises ``ValueError`` if a grammatical prefix of ``max_tokens`` tokens can still go on
+    (the language is longer than the bound: the enumeration would be incomplete).
+    """
+    out: dict[tuple[int, ...], float] = {}
+    m = compiled.matcher()
+
+    def visit(prefix: list[int], logp: float) -> None:
+        lp = lm.logprob_next(prefix)
+        allowed = m.allowed_token_ids().tolist()
+        for t in allowed:
+            if t == lm.eos_id:
+                out[tuple(prefix)] = float(np.exp(logp + float(lp[t])))
+                continue
+            if len(prefix) == max_tokens:
+                raise ValueError(f"sequences longer than {max_tokens} tokens exist")
+            m.consume(t)
+            visit([*prefix, t], logp + float(lp[t]))
+            m.rollback(1)
+
+    visit([], 0.0)
+    return out
+
+
+def grammar_distribution(
+    lm: Any, compiled: Any, *, max_tokens: int
+) -> dict[tuple[int, ...], float]:
+    """``P_G(s) = P(s) / sum P`` over the grammar's complete sequences (exact)."""
+    seqs = constrained_sequences(lm, compiled, max_tokens=max_tokens)
+    total = sum(seqs.values())
+    return {s: p / total for s, p in seqs.items()}
+
+
+def masked_distribution(lm: Any, compiled: Any, *, max_tokens: int) -> dict[tuple[int, ...], float]:
+    """The exact distribution of plain masked sampling: at each step ``P(t | w)``
+    restricted to the allowed tokens and renormalised."""
+    out: dict[tuple[int, ...], float] = {}
+    m = compiled.matcher()
+
+    def visit(prefix: list[int], logq: float) -> None:
+        lp = lm.logprob_next(prefix)
+        allowed = m.allowed_token_ids().tolist()
+        log_norm = float(torch.logsumexp(lp[allowed], dim=0))
+        for t in allowed:
+            lq = logq + float(lp[t]) - log_norm
+            if t == lm.eos_id:
+                out[tuple(prefix)] = float(np.exp(lq))
+                continue
+            if len(prefix) == max_tokens:
+                raise ValueError(f"sequences longer than {max_tokens} tokens exist")
+            m.consume(t)
+            visit([*prefix, t], lq)
+            m.rollback(1)
+
+    visit([], 0.0)
+    return out
+
+
+def kl_divergence(p: dict[Any, float], q: dict[Any, float]) -> float:
+    """``KL(p || q)`` (``inf`` if ``q`` misses part of ``p``'s support)."""
+    total = 0.0
+    for s, ps in p.items():
+        if ps <= 0:
+            continue
+        qs = q.get(s, 0.0)
+        if qs <= 0:
+            return float("inf")
+        total += ps * float(np.log(ps / qs))
+    return total
+
+
+def total_variation(p: dict[Any, float], q: dict[Any, float]) -> float:
+    """``(1/2) sum |p - q|``."""
+    keys = set(p) | set(q)
+    return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in keys)
