@@ -13,6 +13,7 @@ from corral.sampler.asap import ASAp
 from corral.sampler.smc import smc
 from corral.sampler.synthetic import (
     NGramLM,
+    asap_distribution,
     constrained_sequences,
     grammar_distribution,
     kl_divergence,
@@ -30,33 +31,6 @@ def toy():  # type: ignore[no-untyped-def]
     vocab = lm.vocabulary()
     compiled = corral.compile(corral.Grammar.from_regex(SKEWED), vocab)
     return lm, compiled
-
-
-def asap_distribution(asap: ASAp, lm: NGramLM, compiled, max_tokens: int = 6):  # type: ignore[no-untyped-def]
-    """The exact distribution of ASAp's next sample given its trie (unexpanded nodes
-    behave as masking: every efg there is 1)."""
-    out: dict[tuple[int, ...], float] = {}
-    m = compiled.matcher()
-
-    def visit(prefix: list[int], q: float) -> None:
-        probs = asap.next_token_probs(prefix)
-        if not probs:
-            lp = lm.logprob_next(prefix)
-            allowed = m.allowed_token_ids().tolist()
-            z = sum(math.exp(float(lp[t])) for t in allowed)
-            probs = {t: math.exp(float(lp[t])) / z for t in allowed}
-        for t, pt in probs.items():
-            if pt == 0:
-                continue
-            if t == lm.eos_id:
-                out[tuple(prefix)] = out.get(tuple(prefix), 0.0) + q * pt
-                continue
-            m.consume(t)
-            visit([*prefix, t], q * pt)
-            m.rollback(1)
-
-    visit([], 1.0)
-    return out
 
 
 def test_masking_distorts_and_asap_converges(toy) -> None:  # type: ignore[no-untyped-def]

@@ -28,7 +28,8 @@ from typing import Any
 
 from ..errors import CorralError, IncompleteGenerationError, ValidationFailedError
 
-SAMPLERS = ("mask",)
+SAMPLERS = ("mask", "awrs", "smc", "asap")
+_ASAP: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _VOCABS: OrderedDict[tuple[int, int, tuple[int, ...]], Any] = OrderedDict()
 _MODELS: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
 
@@ -44,6 +45,7 @@ class GenerationStats:
     forward_s: float = 0.0  # time in the model
     mask_s: float = 0.0  # time computing masks and forced tokens
     sample_s: float = 0.0  # time masking logits and sampling
+    checks: int = 0  # tokens checked one by one against the constraint (AWRS, SMC)
 
     @property
     def mask_share(self) -> float:
@@ -68,6 +70,8 @@ class Generation:
     text: str
     token_ids: list[int]
     stats: GenerationStats = field(default_factory=GenerationStats)
+    log_z: float | None = None  # SMC: log estimate of P(output satisfies the constraint)
+    particles: list[tuple[str, float]] = field(default_factory=list)  # SMC: (text, weight)
 
 
 # ---------------------------------------------------------------------------------------
@@ -256,18 +260,26 @@ def decode_steps(
     top_p: float | None = None,
     seed: int | None = None,
     fast_forward: bool = True,
+    sampler: str = "mask",
     stats: GenerationStats | None = None,
 ) -> Iterator[list[int]]:
     """Yield the new tokens of each step (several when fast-forwarded).
 
     ``matcher`` ``None`` decodes without a constraint (stopping at an EOS id). Stops at
     EOS (not yielded), when the grammar allows nothing but EOS, or after
-    ``max_new_tokens``.
+    ``max_new_tokens``. ``sampler="awrs"`` draws each token by adaptive rejection
+    (:mod:`corral.sampler.awrs`): the same distribution as masking, without computing the
+    mask (``stats.checks`` counts the tokens checked).
     """
     import torch
 
     from ..automata import allocate_bitmask
+    from ..sampler.awrs import awrs_step, matcher_check
     from ..sampler.masking import masked_logits, sample
+
+    awrs = sampler == "awrs" and matcher is not None
+    if awrs and (top_k is not None or top_p is not None):
+        raise ValueError("top_k/top_p are not available with sampler='awrs'")
 
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -302,10 +314,11 @@ def decode_steps(
                 feed.extend(forced)
                 yield forced
                 continue
-            matcher.fill_bitmask(bitmask)
-            st.mask_s += time.perf_counter() - t0
-            if matcher.is_accepting() and _only_eos(bitmask, eos):
-                return
+            if not awrs:
+                matcher.fill_bitmask(bitmask)
+                st.mask_s += time.perf_counter() - t0
+                if matcher.is_accepting() and _only_eos(bitmask, eos):
+                    return
         t0 = time.perf_counter()
         with torch.no_grad():
             out = model(
@@ -316,11 +329,21 @@ def decode_steps(
         st.forward_s += time.perf_counter() - t0
         st.forward_passes += 1
         t0 = time.perf_counter()
-        if matcher is not None:
-            logits = masked_logits(logits, bitmask, matcher.vocab_size)
-        tok = int(
-            sample(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=gen)[0]
-        )
+        if awrs:
+            scaled = logits if temperature == 0 else logits / temperature
+            if temperature == 0:  # greedy: the best allowed token, found by rejection too
+                scaled = logits * 1e6
+            r = awrs_step(scaled, matcher_check(matcher), generator=gen)
+            st.checks += r.checks
+            if r.token is None:  # pragma: no cover - a matcher always allows a token
+                raise CorralError("no token is allowed: the constraint has a dead end")
+            tok = r.token
+        else:
+            if matcher is not None:
+                logits = masked_logits(logits, bitmask, matcher.vocab_size)
+            tok = int(
+                sample(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=gen)[0]
+            )
         st.sample_s += time.perf_counter() - t0
         if tok in eos:
             return
@@ -331,6 +354,27 @@ def decode_steps(
         produced += 1
         feed = [tok]
         yield [tok]
+
+
+def model_next_logits(model: Any, prompt: Sequence[int]) -> Callable[[Any], Any]:
+    """``next_logits(prefixes) -> float [N, V]`` for a causal LM after ``prompt``: one batched
+    forward pass over ``prompt + prefix`` per call (right padding; no KV cache)."""
+    import torch
+
+    device = next(model.parameters()).device
+    base = [int(t) for t in prompt]
+
+    def next_logits(prefixes: Any) -> Any:
+        seqs = [base + [int(t) for t in p] for p in prefixes]
+        lens = [len(x) for x in seqs]
+        width = max(lens)
+        ids = torch.tensor([x + [0] * (width - len(x)) for x in seqs], device=device)
+        att = torch.tensor([[1] * n + [0] * (width - n) for n in lens], device=device)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=att).logits
+        return logits[torch.arange(len(seqs)), torch.tensor(lens) - 1].float().cpu()
+
+    return next_logits
 
 
 def _only_eos(bitmask: Any, eos: set[int]) -> bool:
@@ -368,6 +412,8 @@ def stream(
     sampler: str = "mask",
     chat: bool = False,
     fast_forward: bool = True,
+    n_particles: int = 16,
+    asap_path: str | os.PathLike[str] | None = None,
     **schema_options: Any,
 ) -> Iterator[str]:
     """Like :func:`generate`, yielding text pieces as they are produced.
@@ -379,7 +425,8 @@ def stream(
     session = _Session(
         model, prompt, schema=schema, grammar=grammar, regex=regex, tokenizer=tokenizer,
         max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-        seed=seed, sampler=sampler, chat=chat, fast_forward=fast_forward, **schema_options,
+        seed=seed, sampler=sampler, chat=chat, fast_forward=fast_forward,
+        n_particles=n_particles, asap_path=asap_path, **schema_options,
     )  # fmt: skip
     yield from session.pieces()
     session.finish()
@@ -402,6 +449,8 @@ def generate(
     chat: bool = False,
     fast_forward: bool = True,
     details: bool = False,
+    n_particles: int = 16,
+    asap_path: str | os.PathLike[str] | None = None,
     **schema_options: Any,
 ) -> Any:
     """Generate text that satisfies a constraint, and return it parsed and validated.
@@ -418,7 +467,19 @@ def generate(
         temperature: ``0`` (default) is greedy; otherwise sampling, with ``top_k`` and
             ``top_p`` applied after the mask (see :mod:`corral.sampler.masking`).
         seed: seed of the sampler's random generator (reproducible sampling).
-        sampler: ``"mask"`` (mask the logits, then sample).
+        sampler: ``"mask"`` (default: mask the logits, then sample); ``"awrs"`` (the same
+            distribution, drawn by adaptive rejection: only drawn tokens are checked);
+            ``"smc"`` (``n_particles`` particles extended with AWRS and resampled; the
+            output is drawn from the weighted complete particles, so it approaches the
+            model's distribution conditioned on the constraint as ``n_particles`` grows);
+            ``"asap"`` (grammar-aligned sampling: a trie of earlier samples for the same
+            prompt and constraint, kept in the process and in ``asap_path`` if given,
+            reweights each step; repeated calls converge to the conditioned
+            distribution). ``smc`` and ``asap`` need ``temperature > 0`` and take no
+            ``top_k``/``top_p``; they recompute the forward pass over the whole prefix
+            for each particle (no KV cache), so they suit short outputs.
+        n_particles: particles for ``sampler="smc"``.
+        asap_path: a file keeping the ASAp trie between processes.
         chat: wrap the prompt in the tokenizer's chat template (instruction models).
         fast_forward: append tokens the grammar forces without sampling them.
         details: return a :class:`Generation` (value, text, tokens, statistics) instead of
@@ -439,7 +500,8 @@ def generate(
     session = _Session(
         model, prompt, schema=schema, grammar=grammar, regex=regex, tokenizer=tokenizer,
         max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-        seed=seed, sampler=sampler, chat=chat, fast_forward=fast_forward, **schema_options,
+        seed=seed, sampler=sampler, chat=chat, fast_forward=fast_forward,
+        n_particles=n_particles, asap_path=asap_path, **schema_options,
     )  # fmt: skip
     for _ in session.pieces():
         pass
@@ -467,6 +529,8 @@ class _Session:
         sampler: str,
         chat: bool,
         fast_forward: bool,
+        n_particles: int = 16,
+        asap_path: str | os.PathLike[str] | None = None,
         **schema_options: Any,
     ) -> None:
         if sampler not in SAMPLERS:
@@ -488,10 +552,29 @@ class _Session:
         self.tokens: list[int] = []
         self._kw = dict(
             max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-            seed=seed, fast_forward=fast_forward,
+            seed=seed, fast_forward=fast_forward, sampler=sampler,
         )  # fmt: skip
+        self.sampler = sampler
+        self.n_particles = n_particles
+        self.asap_path = asap_path
+        self._result: Generation | None = None
+        if sampler in ("smc", "asap"):
+            if top_k is not None or top_p is not None:
+                raise ValueError(f"top_k/top_p are not available with sampler={sampler!r}")
+            if temperature == 0:
+                raise ValueError(
+                    f"sampler={sampler!r} samples a distribution: pass temperature > 0 "
+                    "(1.0 is the model's own distribution)"
+                )
+        elif n_particles != 16 or asap_path is not None:
+            raise ValueError("n_particles and asap_path apply to sampler='smc' / 'asap' only")
 
     def pieces(self) -> Iterator[str]:
+        if self.sampler in ("smc", "asap"):
+            self._run_global()
+            assert self._result is not None
+            yield self._result.text
+            return
         dec = codecs.getincrementaldecoder("utf-8")("replace")
         for new in decode_steps(
             self.model, self.ids, self.matcher, tokenizer=self.tokenizer,
@@ -505,7 +588,65 @@ class _Session:
         if tail:
             yield tail
 
+    def _run_global(self) -> None:
+        """SMC or ASAp: samplers that look at whole sequences (no streaming)."""
+        import torch
+
+        from ..sampler.asap import ASAp
+        from ..sampler.smc import smc
+
+        next_logits = model_next_logits(self.model, self.ids)
+        gen = torch.Generator()
+        if self._kw["seed"] is not None:
+            gen.manual_seed(int(self._kw["seed"]))
+        temperature = float(self._kw["temperature"])  # type: ignore[arg-type]
+        max_new = int(self._kw["max_new_tokens"])  # type: ignore[arg-type]
+        t0 = time.perf_counter()
+        if self.sampler == "smc":
+            res = smc(next_logits, self.compiled, n_particles=self.n_particles,
+                      max_tokens=max_new, temperature=temperature, generator=gen)  # fmt: skip
+            dist = res.distribution()
+            if not dist:
+                raise IncompleteGenerationError(
+                    f"no SMC particle completed within max_new_tokens={max_new}",
+                    partial_text="", token_ids=[],
+                )  # fmt: skip
+            outs = list(dist)
+            pick = int(torch.multinomial(torch.tensor([dist[o] for o in outs]), 1, generator=gen))
+            tokens = list(outs[pick])
+            self.stats.checks = res.checks
+            particles = [
+                (self.vocab.decode(o).decode("utf-8", "replace"), w) for o, w in dist.items()
+            ]
+            log_z: float | None = res.log_z
+        else:
+            key = (id(self.model), tuple(self.ids), self.compiled.cache_key, temperature)
+            asap = _ASAP.get(key)
+            if asap is None:
+                asap = ASAp(next_logits, self.compiled, key=repr(self.ids), temperature=temperature)
+                if self.asap_path is not None and Path(self.asap_path).exists():
+                    asap.load(self.asap_path)
+                _ASAP[key] = asap
+                while len(_ASAP) > 8:
+                    _ASAP.popitem(last=False)
+            asap.next_logits = next_logits
+            try:
+                tokens = asap.sample(generator=gen, max_tokens=max_new)
+            except CorralError as e:
+                raise IncompleteGenerationError(str(e), partial_text="", token_ids=[]) from None
+            if self.asap_path is not None:
+                asap.save(self.asap_path)
+            particles, log_z = [], None
+        self.stats.forward_s = time.perf_counter() - t0
+        self.stats.new_tokens = self.stats.sampled_tokens = len(tokens)
+        self.matcher.consume_tokens(tokens)
+        self.tokens = tokens
+        text = self.vocab.decode(tokens).decode("utf-8", "replace")
+        self._result = Generation(self.parse(text), text, tokens, self.stats, log_z, particles)
+
     def finish(self) -> Generation:
+        if self._result is not None:
+            return self._result
         text = self.vocab.decode(self.tokens).decode("utf-8", "replace")
         if not self.matcher.is_accepting():
             raise IncompleteGenerationError(

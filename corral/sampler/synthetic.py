@@ -148,3 +148,30 @@ def total_variation(p: dict[Any, float], q: dict[Any, float]) -> float:
     """``(1/2) sum |p - q|``."""
     keys = set(p) | set(q)
     return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in keys)
+
+
+def asap_distribution(asap: Any, lm: Any, compiled: Any) -> dict[tuple[int, ...], float]:
+    """The exact distribution of an :class:`~corral.sampler.asap.ASAp` sampler's next
+    sample given its trie (unexpanded nodes behave as masking: every efg there is 1)."""
+    out: dict[tuple[int, ...], float] = {}
+    m = compiled.matcher()
+
+    def visit(prefix: list[int], q: float) -> None:
+        probs = asap.next_token_probs(prefix)
+        if not probs:
+            lp = lm.logprob_next(prefix)
+            allowed = m.allowed_token_ids().tolist()
+            z = sum(np.exp(float(lp[t])) for t in allowed)
+            probs = {t: np.exp(float(lp[t])) / z for t in allowed}
+        for t, pt in probs.items():
+            if pt == 0:
+                continue
+            if t == lm.eos_id:
+                out[tuple(prefix)] = out.get(tuple(prefix), 0.0) + q * pt
+                continue
+            m.consume(t)
+            visit([*prefix, t], q * pt)
+            m.rollback(1)
+
+    visit([], 1.0)
+    return out
