@@ -161,3 +161,30 @@ def test_reuse_without_reset_is_refused(setup) -> None:  # type: ignore[no-untyp
         proc(torch.ones(1, 3, dtype=torch.long), torch.zeros(1, PADDED))
     proc.reset()
     proc(torch.ones(1, 3, dtype=torch.long), torch.zeros(1, PADDED))
+
+
+def test_awrs_processor(setup) -> None:  # type: ignore[no-untyped-def]
+    from corral.integrations.transformers import AWRSLogitsProcessor
+
+    tok, model, obj, ans = setup
+    enc = tok(["A longer first prompt, so the second row is left padded:", "Answer:"],
+              return_tensors="pt", padding=True)  # fmt: skip
+    width = enc["input_ids"].shape[1]
+
+    def run(proc, **kw):  # type: ignore[no-untyped-def]
+        out = model.generate(**enc, logits_processor=LogitsProcessorList([proc]),
+                             max_new_tokens=40, pad_token_id=tok.eos_token_id,
+                             eos_token_id=tok.eos_token_id, **kw)  # fmt: skip
+        texts = []
+        for row in out[:, width:].tolist():
+            ids = row[: row.index(tok.eos_token_id)] if tok.eos_token_id in row else row
+            texts.append(tok.decode(ids))
+        return texts
+
+    greedy = AWRSLogitsProcessor([obj, ans], temperature=0)
+    assert run(greedy, do_sample=False) == run(GrammarLogitsProcessor([obj, ans]), do_sample=False)
+    assert greedy.checks > 0
+    for seed in range(3):
+        texts = run(AWRSLogitsProcessor([obj, ans], temperature=1.0, seed=seed), do_sample=True)
+        _check("obj", texts[0])
+        _check("ans", texts[1])

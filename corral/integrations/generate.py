@@ -274,7 +274,7 @@ def decode_steps(
     import torch
 
     from ..automata import allocate_bitmask
-    from ..sampler.awrs import awrs_step, matcher_check
+    from ..sampler.awrs import awrs_step, greedy_step, matcher_check
     from ..sampler.masking import masked_logits, sample
 
     awrs = sampler == "awrs" and matcher is not None
@@ -291,6 +291,8 @@ def decode_steps(
     if matcher is not None:
         eos |= set(matcher.compiled.eos_ids.tolist())
     bitmask = allocate_bitmask(1, matcher.vocab_size) if matcher is not None else None
+    if awrs and bitmask is None:  # pragma: no cover - awrs implies a matcher
+        raise CorralError("sampler='awrs' needs a constraint")
     device = next(model.parameters()).device
 
     def tokenize(data: bytes) -> list[int]:
@@ -330,14 +332,18 @@ def decode_steps(
         st.forward_passes += 1
         t0 = time.perf_counter()
         if awrs:
-            scaled = logits if temperature == 0 else logits / temperature
-            if temperature == 0:  # greedy: the best allowed token, found by rejection too
-                scaled = logits * 1e6
-            r = awrs_step(scaled, matcher_check(matcher), generator=gen)
-            st.checks += r.checks
-            if r.token is None:  # pragma: no cover - a matcher always allows a token
-                raise CorralError("no token is allowed: the constraint has a dead end")
-            tok = r.token
+            check = matcher_check(matcher)
+            if temperature == 0:  # greedy: the best allowed token, found by checking
+                found, n_checks = greedy_step(logits, check)
+            else:
+                r = awrs_step(logits / temperature, check, generator=gen)
+                found, n_checks = r.token, r.checks
+            st.checks += n_checks
+            if found is None:  # every allowed token has probability 0 in float64: mask
+                matcher.fill_bitmask(bitmask)
+                masked = masked_logits(logits, bitmask, matcher.vocab_size)
+                found = int(sample(masked, temperature=temperature, generator=gen)[0])
+            tok = found
         else:
             if matcher is not None:
                 logits = masked_logits(logits, bitmask, matcher.vocab_size)

@@ -43,7 +43,7 @@ import torch
 from transformers import LogitsProcessor
 
 from ..automata import CompiledGrammar, Matcher, allocate_bitmask
-from ..errors import MatcherStateError, TokenRejectedError
+from ..errors import MatcherStateError, TokenizerError, TokenRejectedError
 from ..sampler.masking import masked_logits
 
 _KEEP_BACK = 64  # prefixes this many tokens shorter than the shortest row are dropped
@@ -102,13 +102,20 @@ class GrammarLogitsProcessor(LogitsProcessor):
             states[key] = None
         return states[key]
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def _rows(self, input_ids: torch.Tensor, scores: torch.Tensor) -> tuple[int, list[list[int]]]:
+        """Check shapes, fix the prompt length on the first call; ``(rows per grammar,
+        generated tokens of each row)``."""
         if input_ids.dim() != 2 or scores.dim() != 2 or input_ids.shape[0] != scores.shape[0]:
             raise ValueError(
                 "expected input_ids [rows, length] and scores [rows, V] with the same rows, got "
                 f"{tuple(input_ids.shape)} and {tuple(scores.shape)}"
             )
         rows, length = input_ids.shape
+        if scores.shape[1] < self.vocab_size:
+            raise TokenizerError(
+                f"the scores have {scores.shape[1]} columns but the grammar was compiled for a "
+                f"vocabulary of {self.vocab_size} tokens"
+            )
         if self.prompt_length is None:
             self.prompt_length = length
         elif length < self.prompt_length:
@@ -121,11 +128,14 @@ class GrammarLogitsProcessor(LogitsProcessor):
             raise ValueError(
                 f"{rows} rows cannot be split evenly among {groups} grammars (one per batch entry)"
             )
-        per_group = rows // groups
+        return rows // groups, input_ids[:, self.prompt_length :].tolist()
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        per_group, generated = self._rows(input_ids, scores)
+        rows = len(generated)
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = allocate_bitmask(rows, self.vocab_size)
         bitmask = self._bitmask
-        generated = input_ids[:, self.prompt_length :].tolist()
         for r in range(rows):
             m = self.matcher_for(r // per_group, generated[r])
             if m is None:  # left the grammar: may only end
@@ -146,6 +156,64 @@ class GrammarLogitsProcessor(LogitsProcessor):
         for states in self._states:
             for key in [k for k in states if 0 < len(k) < cut]:
                 del states[key]
+
+
+class AWRSLogitsProcessor(GrammarLogitsProcessor):
+    """Draws each row's next token by adaptive weighted rejection sampling
+    (:mod:`corral.sampler.awrs`) instead of masking: only the tokens drawn are checked
+    against the grammar, never the whole vocabulary.
+
+    The returned scores are ``-inf`` everywhere except the drawn token (``0``), so
+    transformers then takes that token whether it samples or not. The token follows the
+    model's distribution at ``temperature`` restricted to the allowed tokens (the same
+    distribution as masking and sampling at that temperature); ``temperature=0`` takes the
+    best allowed token (greedy). Pass the temperature here and leave transformers'
+    ``temperature``/``top_k``/``top_p`` unset; beam search is not meaningful with it (one
+    finite score per row). ``checks`` counts the constraint checks so far.
+    """
+
+    def __init__(
+        self,
+        grammars: CompiledGrammar | Sequence[CompiledGrammar],
+        *,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> None:
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        super().__init__(grammars)
+        self.temperature = temperature
+        self._gen = torch.Generator()
+        if seed is not None:
+            self._gen.manual_seed(int(seed))
+        self.checks = 0
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        from ..sampler.awrs import awrs_step, greedy_step, matcher_check
+
+        per_group, generated = self._rows(input_ids, scores)
+        out = torch.full_like(scores, float("-inf"))
+        for r in range(len(generated)):
+            m = self.matcher_for(r // per_group, generated[r])
+            row = scores[r, : self.vocab_size].float()
+            if m is None:  # left the grammar: may only end
+                tok = int(self._eos[0]) if len(self._eos) else int(row.argmax())
+            else:
+                check = matcher_check(m)
+                if self.temperature == 0:
+                    found, n = greedy_step(row, check)
+                else:
+                    res = awrs_step(row / self.temperature, check, generator=self._gen)
+                    found, n = res.token, res.checks
+                self.checks += n
+                if found is None:  # every allowed token has probability 0: use the mask
+                    bm = allocate_bitmask(1, self.vocab_size)
+                    m.fill_bitmask(bm)
+                    found = int(masked_logits(row, bm, self.vocab_size).argmax())
+                tok = found
+            out[r, tok] = 0.0
+        self._prune(min((len(g) for g in generated), default=0))
+        return out  # type: ignore[return-value]
 
 
 def logits_processor(grammars: CompiledGrammar | Sequence[CompiledGrammar]) -> Any:

@@ -4,11 +4,12 @@ Target: the language model's next-token distribution ``p`` (from unnormalised we
 total ``Z``) restricted to the set ``A`` of tokens the constraint allows. AWRS never
 computes the mask: it checks only the tokens it draws.
 
-Round 1: visit tokens in decreasing order of Gumbel keys ``log p_t + G_t`` (sampling
-without replacement); a rejected token is removed and its probability added to ``R1``;
-the first accepted token ``x`` is the sample, distributed exactly as ``p(· | A)``.
+Round 1: visit tokens in the order of sampling without replacement from ``p`` (single
+draws first, then decreasing Gumbel keys ``log p_t + G_t`` over the rest); a rejected
+token is removed and its probability added to ``R1``; the first accepted token ``x`` is
+the sample, distributed exactly as ``p(· | A)``.
 
-Round 2: fresh keys over the tokens not removed (``x`` stays in); visit until another
+Round 2: a fresh order over the tokens not removed (``x`` stays in); visit until another
 acceptance. With ``n`` the rejections of both rounds,
 
     log w = log Z + log(1 - R1) - log(n + 1)
@@ -66,20 +67,58 @@ def matcher_check(matcher: Any) -> Callable[[int], bool]:
     return check
 
 
-def _key_order(logp: torch.Tensor, alive: torch.Tensor | None, generator: Any) -> Any:
-    """Token ids in decreasing Gumbel-key order, lazily (sampling without replacement)."""
-    u = torch.rand(logp.shape, generator=generator, dtype=torch.float64)
-    keys = logp - torch.log(-torch.log(u.clamp_min(1e-300)))
-    if alive is not None:
-        keys = keys.masked_fill(~alive, float("-inf"))
-    n = int(torch.isfinite(keys).sum())
-    k = min(_FIRST_BATCH, n)
+def _draw_order(probs: torch.Tensor, alive: torch.Tensor | None, generator: Any) -> Any:
+    """Token ids in the order of sampling without replacement proportionally to ``probs``.
+
+    The first draws are single multinomial draws (cheap: one pass each); if more are
+    needed, the rest of the order comes from Gumbel keys over the tokens not drawn yet.
+    Both give the same distribution of orders (successive sampling: given the first draws,
+    the rest is successive sampling over what remains), so mixing them is exact.
+    """
+    weights = probs if alive is None else probs * alive
+    n = int((weights > 0).sum())
+    drawn: list[int] = []
+    if n == 0:
+        return
+    w = weights.clone()
+    for _ in range(min(_FIRST_BATCH, n)):
+        t = int(torch.multinomial(w, 1, generator=generator))
+        drawn.append(t)
+        yield t
+        w[t] = 0.0
+        if len(drawn) == n:
+            return
+    logw = torch.log(w)  # -inf for tokens drawn or excluded
+    u = torch.rand(logw.shape, generator=generator, dtype=torch.float64)
+    keys = logw - torch.log(-torch.log(u.clamp_min(1e-300)))
+    left = n - len(drawn)
+    k = min(_FIRST_BATCH * 16, left)
     done = 0
-    while done < n:
+    while done < left:
         top = torch.topk(keys, k).indices.tolist()
         yield from top[done:k]
         done = k
+        k = min(left, k * 16)
+
+
+def greedy_step(logits: torch.Tensor, check: Callable[[int], bool]) -> tuple[int | None, int]:
+    """``(token, checks)``: the allowed token with the largest logit (ties: lowest id), found
+    by checking tokens in decreasing logit order: the same token as greedy masking."""
+    x = logits.detach().float().cpu()
+    n = int(torch.isfinite(x).sum())
+    k = min(_FIRST_BATCH, n)
+    done = 0
+    checks = 0
+    while done < n:
+        top = torch.sort(torch.topk(x, k).indices).values  # sort ids within ties
+        order = sorted(top.tolist(), key=lambda t: (-float(x[t]), t))
+        for t in order[done:k]:
+            checks += 1
+            if check(t):
+                return t, checks
+        done = k
         k = min(n, k * 16)
+    return None, checks
 
 
 def awrs_step(
@@ -99,6 +138,10 @@ def awrs_step(
         generator: torch random generator (reproducible draws).
         max_checks: give up after this many distinct checks and raise ``RuntimeError``
             (``None``: no limit; the vocabulary bounds the work).
+
+    Tokens whose probability underflows to 0 in float64 (log-probability below about
+    -745) are never drawn: if every allowed token is among them, the result is ``None``
+    with weight 0, as for an empty allowed set.
 
     Returns:
         :class:`AWRSResult`.
@@ -122,7 +165,8 @@ def awrs_step(
 
     removed: list[int] = []
     token = None
-    for t in _key_order(logp, None, generator):
+    probs = torch.exp(logp)
+    for t in _draw_order(probs, None, generator):
         if ok(t):
             token = t
             break
@@ -133,7 +177,7 @@ def awrs_step(
     alive = torch.ones(logp.shape, dtype=torch.bool)
     if removed:
         alive[torch.tensor(removed)] = False
-    for t in _key_order(logp, alive, generator):
+    for t in _draw_order(probs, alive, generator):
         if ok(t):
             break
         n_rej += 1
