@@ -123,8 +123,8 @@ class CompiledGrammar:
         bits, ranks_buf, ends_buf = self._scratch
         bits[:] = 0
         n_tok, n_ends = lexer_state_walk(
-            lt.gt, lt.lex_trans, trie.node_byte, trie.depth, trie.subtree_end,
-            trie.tok_start, trie.tok_count, trie.max_depth, g, bits, ranks_buf, ends_buf,
+            lt.gt, lt.lex_trans, trie.node_byte, trie.depth_small, trie.subtree_end,
+            trie.rank_at, trie.max_depth, g, bits, ranks_buf, ends_buf,
         )  # fmt: skip
         ends = (
             _end_block(ends_buf[: 2 * n_ends].reshape(-1, 2), trie.node_byte)

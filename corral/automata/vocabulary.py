@@ -46,6 +46,7 @@ class TokenTrie:
     children: np.ndarray  # int32 [n_nodes - 1]
     rank_at: np.ndarray  # int32 [n_nodes + 1]
     max_depth: int
+    depth_small: np.ndarray  # depth as uint8 when every depth fits (faster walks), else depth
 
     @property
     def n_nodes(self) -> int:
@@ -280,6 +281,7 @@ class Vocabulary:
         )
         for a in arrs:
             a.setflags(write=False)
+        max_depth = int(depth.max()) if depth.shape[0] else 0
         return TokenTrie(
             node_byte,
             depth,
@@ -290,5 +292,6 @@ class Vocabulary:
             child_start,
             children,
             rank_at,
-            int(depth.max()) if depth.shape[0] else 0,
+            max_depth,
+            depth.astype(np.uint8) if max_depth <= 255 else depth,
         )

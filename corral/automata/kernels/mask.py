@@ -84,8 +84,7 @@ def lexer_state_walk(
     node_byte,
     depth,
     subtree_end,
-    tok_start,
-    tok_count,
+    rank_at,
     max_depth,
     g,
     bits,
@@ -100,6 +99,11 @@ def lexer_state_walk(
     lexeme ends: ``x`` (the root included) leaves it in an accepting state that cannot
     read the child's byte, and that byte may follow the terminal. Returns
     ``(n_tokens, n_pairs)``. ``max_depth``: the trie's greatest depth.
+
+    Tokens are decided by subtree, not one by one: every token lives except those below a
+    node where the lexeme dies, and ranks follow the trie's preorder, so the walk writes
+    the rank ranges between dead subtrees (``rank_at[i]``: rank of the first token at or
+    after node ``i``).
     """
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
     lex_accept = gt[gt[H_LEX_ACCEPT] : gt[H_LEX_ACCEPT] + gt[H_G]]
@@ -110,6 +114,7 @@ def lexer_state_walk(
     n_nodes = node_byte.shape[0]
     n_tok = 0
     n_ends = 0
+    cursor = 0  # tokens of rank < cursor are decided; the alive ones are written
     x = 0
     s = g
     while x < n_nodes:
@@ -117,16 +122,12 @@ def lexer_state_walk(
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
             if s < 0:
+                # the subtree dies: the tokens before it (not in a dead subtree) live
+                n_tok = _take(cursor, rank_at[x], n_tok, bits, ranks)
                 x = subtree_end[x]
+                cursor = rank_at[x]
                 continue
             states[d] = s
-            c = tok_count[x]
-            if c > 0:
-                r0 = tok_start[x]
-                for r in range(r0, r0 + c):
-                    ranks[n_tok] = r
-                    n_tok += 1
-                    bits[r >> 5] |= np.uint32(1 << (r & 31))
         if lex_accept[s] != 0 and subtree_end[x] > x + 1:
             ch = x + 1
             while ch < subtree_end[x]:
@@ -137,7 +138,18 @@ def lexer_state_walk(
                     n_ends += 1
                 ch = subtree_end[ch]
         x += 1
+    n_tok = _take(cursor, rank_at[n_nodes], n_tok, bits, ranks)
     return n_tok, n_ends
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _take(lo, hi, n_tok, bits, ranks):  # type: ignore[no-untyped-def]
+    """Mark the tokens of ranks ``lo .. hi`` alive; returns the new token count."""
+    for r in range(lo, hi):
+        ranks[n_tok] = r
+        n_tok += 1
+        bits[r >> 5] |= np.uint32(1 << (r & 31))
+    return n_tok
 
 
 @njit(cache=True, nogil=True)

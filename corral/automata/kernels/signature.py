@@ -35,6 +35,12 @@ def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no
     follow = gt[H_FOLLOW_BYTES]
     number = np.full(n_states, -1, np.int32)  # lexer state -> breadth-first number
     of_class = np.empty(n_classes, np.int32)
+    run_start = np.empty(256, np.int32)
+    n_runs = 0
+    for b in range(256):
+        if b == 0 or byte_class[b] != byte_class[b - 1]:
+            run_start[n_runs] = b
+            n_runs += 1
     queue = np.empty(16, np.int32)
     dist = np.empty(16, np.int32)
     queue[0] = g
@@ -61,7 +67,8 @@ def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no
             continue
         of_class[:] = -2  # not looked up yet in this state
         prev = -2
-        for b in range(256):
+        for i in range(n_runs):  # maximal runs of bytes of one class, in byte order
+            b = run_start[i]
             c = byte_class[b]
             if of_class[c] == -2:
                 nxt = lex_trans[s, c]
