@@ -15,6 +15,7 @@ mask + sampling). The slowdown is the time per generated token of "constrained, 
 fast-forward" over "free". The first prompt is run once beforehand as a warm-up (compile,
 lexer-state caches of the start, Numba cache loading); every measured prompt uses a fresh
 compile of the schema without the compile cache, so cache building inside masks counts.
+Like the other benchmarks here, it runs on one thread (torch included: ``single_thread``).
 
     python benchmarks/overhead.py [--model PATH] [--repeats 2]
 """
@@ -33,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import single_thread  # noqa: E402, F401  (before torch loads: one thread)
 from run import environment  # noqa: E402
 
 

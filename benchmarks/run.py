@@ -25,29 +25,25 @@ start of each engine is timed. Results: a Markdown report on stdout and JSON und
 
 from __future__ import annotations
 
+import single_thread  # noqa: F401  (first: one thread for every engine)
+
+# isort: split
+import argparse
+import datetime
+import gc
+import json
 import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
 
-# Single-threaded everywhere; must be set before numba / torch / the Rust engines load.
-for _var in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from importlib import metadata  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))

@@ -60,32 +60,28 @@ stdout and a JSON file ``schemas-<tokenizer>-<date>.json`` under ``--out``.
 
 from __future__ import annotations
 
+import single_thread  # noqa: F401  (first: one thread for every engine)
+
+# isort: split
+import argparse
+import datetime
+import functools
+import gc
+import json
 import os
+import re
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import unquote
 
-# Single-threaded everywhere; must be set before numba / torch / the Rust engines load.
-for _var in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import functools  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections import Counter  # noqa: E402
-from collections.abc import Callable, Iterator, Sequence  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, ClassVar  # noqa: E402
-from urllib.parse import unquote  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))

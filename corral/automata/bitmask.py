@@ -91,6 +91,24 @@ def bitmask_to_bool(bitmask: Any, vocab_size: int) -> np.ndarray:
     return bits[:, :vocab_size].astype(bool)
 
 
+def bitmask_to_bool_torch(bitmask: Any, width: int) -> Any:
+    """Unpack ``int32 [batch, W]`` (NumPy or torch) into a torch ``bool [batch, width]``
+    on the bitmask's device; ids at or beyond ``32 * W`` come out ``False``."""
+    import torch
+
+    t = bitmask
+    if isinstance(t, np.ndarray):
+        t = torch.from_numpy(np.ascontiguousarray(t))
+    if t.dim() == 1:
+        t = t.unsqueeze(0)
+    shifts = torch.arange(32, dtype=torch.int32, device=t.device)
+    bits = ((t.to(torch.int32).unsqueeze(-1) >> shifts) & 1).bool().reshape(t.shape[0], -1)
+    if bits.shape[1] >= width:
+        return bits[:, :width]
+    pad = torch.zeros(t.shape[0], width - bits.shape[1], dtype=torch.bool, device=t.device)
+    return torch.cat([bits, pad], dim=1)
+
+
 def apply_token_bitmask_inplace(logits: Any, bitmask: Any, vocab_size: int | None = None) -> None:
     """Set ``logits[b, i] = -inf`` wherever token ``i`` is not allowed in row ``b``.
 
@@ -98,15 +116,8 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, vocab_size: int | Non
     exceed the bitmask's vocabulary (extra ids are masked). ``bitmask``: ``int32 [batch, W]``.
     """
     if type(logits).__module__.startswith("torch"):
-        import torch
-
-        n = logits.shape[-1]
-        mask_np = bitmask.numpy() if hasattr(bitmask, "numpy") else np.asarray(bitmask)
-        allowed = bitmask_to_bool(mask_np, min(n, mask_np.shape[-1] * 32))
-        full = np.zeros((allowed.shape[0], n), bool)
-        full[:, : allowed.shape[1]] = allowed
-        t = torch.from_numpy(full).to(logits.device)
-        logits.masked_fill_(~t.view(logits.shape), float("-inf"))
+        allowed = bitmask_to_bool_torch(bitmask, logits.shape[-1]).to(logits.device)
+        logits.masked_fill_(~allowed.view(logits.shape), float("-inf"))
         return
     arr = np.asarray(logits)
     n = arr.shape[-1]

@@ -66,7 +66,7 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     lines are error rows)."""
     from tqdm import tqdm
 
-    from .extract import DEFAULT_PROMPT, extract_iter
+    from .extract import DEFAULT_PROMPT, Extractor
 
     schema_path, in_path, out_path = Path(args.schema), Path(args.input), Path(args.output)
     try:
@@ -77,12 +77,11 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     if not in_path.is_file():
         raise CorralError(f"input file {str(in_path)!r} does not exist")
     done = resume_point(out_path)
-    inputs = [x for x in read_inputs(in_path, args.field) if x[0] > done]
-    total = sum(1 for _ in read_inputs(in_path, args.field))
-    from .generate import compile_constraint, resolve_model, vocabulary_for
-
-    model, tok = resolve_model(args.model)
-    compile_constraint(vocabulary_for(model, tok), schema=schema_text)  # fail before writing
+    every = list(read_inputs(in_path, args.field))
+    inputs = [x for x in every if x[0] > done]
+    total = len(every)
+    # model and schema are checked (and compiled once) before anything is written
+    ex = Extractor(args.model, schema_text, prompt=prompt, max_new_tokens=args.max_new_tokens)
     failures = 0
     bar = tqdm(
         total=total, initial=total - len(inputs), unit="doc", desc="extract",
@@ -92,17 +91,8 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
         pending = list(inputs)
         while pending:
             window, pending = pending[: args.batch_size], pending[args.batch_size :]
-            docs = [(n, ident, doc) for n, ident, doc, err in window if err is None]
-            texts = [d for _, _, d in docs if d is not None]
-            results = extract_iter(
-                model,
-                texts,
-                schema_text,
-                prompt=prompt,
-                tokenizer=tok,
-                batch_size=args.batch_size,
-                max_new_tokens=args.max_new_tokens,
-            )
+            docs = [(n, doc) for n, _ident, doc, err in window if err is None and doc is not None]
+            results = ex.run(docs)
             for n, ident, _doc, err in window:
                 row: dict[str, Any] = {"line": n}
                 if ident is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CorralError, IncompleteGenerationError
-from .generate import compile_constraint, resolve_model, vocabulary_for
+from .generate import _is_pydantic_model, compile_constraint, resolve_model, vocabulary_for
 
 DEFAULT_PROMPT = (
     "Extract the information in the text as one JSON object that follows this JSON Schema.\n"
@@ -93,28 +93,49 @@ def extract_iter(
     """Yield an :class:`Extraction` per document, in order, batch by batch."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if "{document}" not in prompt:
-        raise ValueError("prompt must contain the placeholder {document}")
-    lm, tok = resolve_model(model, tokenizer)
-    vocab = vocabulary_for(lm, tok)
-    compiled, parse = compile_constraint(vocab, schema=schema, **schema_options)
-    schema_json = _schema_json(schema)
+    ex = Extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
+                   max_new_tokens=max_new_tokens, **schema_options)  # fmt: skip
     batch: list[tuple[int, str]] = []
     for i, doc in enumerate(documents):
         if not isinstance(doc, str):
             raise TypeError(f"document {i} is a {type(doc).__name__}, not a string")
         batch.append((i, doc))
         if len(batch) == batch_size:
-            yield from _run_batch(lm, tok, vocab, compiled, parse, prompt, schema_json, batch,
-                                  max_new_tokens)  # fmt: skip
+            yield from ex.run(batch)
             batch = []
     if batch:
-        yield from _run_batch(lm, tok, vocab, compiled, parse, prompt, schema_json, batch,
-                              max_new_tokens)  # fmt: skip
+        yield from ex.run(batch)
+
+
+class Extractor:
+    """Model, tokenizer, compiled schema and prompt, set up once; :meth:`run` extracts
+    the records of one batch of ``(index, document)`` pairs (one ``model.generate``)."""
+
+    def __init__(
+        self,
+        model: Any,
+        schema: Any,
+        *,
+        prompt: str = DEFAULT_PROMPT,
+        tokenizer: Any = None,
+        max_new_tokens: int = 512,
+        **schema_options: Any,
+    ) -> None:
+        if "{document}" not in prompt:
+            raise ValueError("prompt must contain the placeholder {document}")
+        self.lm, self.tok = resolve_model(model, tokenizer)
+        self.vocab = vocabulary_for(self.lm, self.tok)
+        self.compiled, self.parse = compile_constraint(self.vocab, schema=schema, **schema_options)
+        self.prompt = prompt.replace("{schema}", _schema_json(schema))
+        self.max_new_tokens = max_new_tokens
+
+    def run(self, batch: Sequence[tuple[int, str]]) -> Iterator[Extraction]:
+        return _run_batch(self.lm, self.tok, self.vocab, self.compiled, self.parse, self.prompt,
+                          batch, self.max_new_tokens)  # fmt: skip
 
 
 def _schema_json(schema: Any) -> str:
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+    if _is_pydantic_model(schema):
         schema = schema.model_json_schema()
     if isinstance(schema, str):
         return schema
@@ -128,7 +149,6 @@ def _run_batch(
     compiled: Any,
     parse: Any,
     prompt: str,
-    schema_json: str,
     batch: Sequence[tuple[int, str]],
     max_new_tokens: int,
 ) -> Iterator[Extraction]:
@@ -136,7 +156,7 @@ def _run_batch(
 
     from .transformers import GrammarLogitsProcessor
 
-    texts = [prompt.replace("{schema}", schema_json).replace("{document}", d) for _, d in batch]
+    texts = [prompt.replace("{document}", d) for _, d in batch]
     eos = list(vocab.eos_token_ids)
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos[0] if eos else 0)
     rows = [list(tok(t)["input_ids"]) for t in texts]

@@ -545,8 +545,6 @@ class _Session:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if isinstance(model, Path) and not model.exists():
-            raise CorralError(f"model folder {str(model)!r} does not exist")
         self.model, self.tokenizer = resolve_model(model, tokenizer)
         self.vocab = vocabulary_for(self.model, self.tokenizer)
         self.compiled, self.parse = compile_constraint(

@@ -18,36 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
+from ..automata.bitmask import bitmask_to_bool_torch
 from ..errors import TokenizerError
-
-_SHIFTS: dict[str, torch.Tensor] = {}
-
-
-def bitmask_to_bool(bitmask: Any, width: int) -> torch.Tensor:
-    """Unpack ``int32 [batch, W]`` (NumPy or torch) into ``bool [batch, width]``.
-
-    Ids at or beyond ``32 * W`` come out ``False`` (not allowed).
-    """
-    t = (
-        torch.from_numpy(np.ascontiguousarray(bitmask))
-        if isinstance(bitmask, np.ndarray)
-        else bitmask
-    )
-    if t.dim() == 1:
-        t = t.unsqueeze(0)
-    key = str(t.device)
-    shifts = _SHIFTS.get(key)
-    if shifts is None:
-        shifts = _SHIFTS[key] = torch.arange(32, dtype=torch.int32, device=t.device)
-    bits = ((t.to(torch.int32).unsqueeze(-1) >> shifts) & 1).bool().reshape(t.shape[0], -1)
-    n = bits.shape[1]
-    if n >= width:
-        return bits[:, :width]
-    pad = torch.zeros(t.shape[0], width - n, dtype=torch.bool, device=t.device)
-    return torch.cat([bits, pad], dim=1)
 
 
 def masked_logits(logits: torch.Tensor, bitmask: Any, vocab_size: int) -> torch.Tensor:
@@ -72,7 +46,7 @@ def masked_logits(logits: torch.Tensor, bitmask: Any, vocab_size: int) -> torch.
             f"of {vocab_size} tokens: build the Vocabulary with this model's tokenizer and "
             "vocab_size=model.config.vocab_size"
         )
-    allowed = bitmask_to_bool(bitmask, width).to(x.device)
+    allowed = bitmask_to_bool_torch(bitmask, width).to(x.device)
     if allowed.shape[0] != x.shape[0]:
         raise ValueError(f"bitmask has {allowed.shape[0]} rows but the logits have {x.shape[0]}")
     out = x.masked_fill(~allowed, float("-inf"))

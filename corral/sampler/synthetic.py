@@ -68,6 +68,34 @@ class NGramLM:
         return torch.log_softmax(self.next_logits([prefix])[0], dim=0)
 
 
+def _sequences(
+    lm: Any, compiled: Any, max_tokens: int, *, renormalise: bool
+) -> dict[tuple[int, ...], float]:
+    """Every complete token sequence of the grammar with the product of its step
+    probabilities: the model's, or (``renormalise``) the model's restricted to the allowed
+    tokens and renormalised at each step."""
+    out: dict[tuple[int, ...], float] = {}
+    m = compiled.matcher()
+
+    def visit(prefix: list[int], logq: float) -> None:
+        lp = lm.logprob_next(prefix)
+        allowed = m.allowed_token_ids().tolist()
+        log_norm = float(torch.logsumexp(lp[allowed], dim=0)) if renormalise else 0.0
+        for t in allowed:
+            lq = logq + float(lp[t]) - log_norm
+            if t == lm.eos_id:
+                out[tuple(prefix)] = float(np.exp(lq))
+                continue
+            if len(prefix) == max_tokens:
+                raise ValueError(f"sequences longer than {max_tokens} tokens exist")
+            m.consume(t)
+            visit([*prefix, t], lq)
+            m.rollback(1)
+
+    visit([], 0.0)
+    return out
+
+
 def constrained_sequences(
     lm: Any, compiled: Any, *, max_tokens: int
 ) -> dict[tuple[int, ...], float]:
@@ -77,24 +105,7 @@ def constrained_sequences(
     Raises ``ValueError`` if a grammatical prefix of ``max_tokens`` tokens can still go on
     (the language is longer than the bound: the enumeration would be incomplete).
     """
-    out: dict[tuple[int, ...], float] = {}
-    m = compiled.matcher()
-
-    def visit(prefix: list[int], logp: float) -> None:
-        lp = lm.logprob_next(prefix)
-        allowed = m.allowed_token_ids().tolist()
-        for t in allowed:
-            if t == lm.eos_id:
-                out[tuple(prefix)] = float(np.exp(logp + float(lp[t])))
-                continue
-            if len(prefix) == max_tokens:
-                raise ValueError(f"sequences longer than {max_tokens} tokens exist")
-            m.consume(t)
-            visit([*prefix, t], logp + float(lp[t]))
-            m.rollback(1)
-
-    visit([], 0.0)
-    return out
+    return _sequences(lm, compiled, max_tokens, renormalise=False)
 
 
 def grammar_distribution(
@@ -109,26 +120,7 @@ def grammar_distribution(
 def masked_distribution(lm: Any, compiled: Any, *, max_tokens: int) -> dict[tuple[int, ...], float]:
     """The exact distribution of plain masked sampling: at each step ``P(t | w)``
     restricted to the allowed tokens and renormalised."""
-    out: dict[tuple[int, ...], float] = {}
-    m = compiled.matcher()
-
-    def visit(prefix: list[int], logq: float) -> None:
-        lp = lm.logprob_next(prefix)
-        allowed = m.allowed_token_ids().tolist()
-        log_norm = float(torch.logsumexp(lp[allowed], dim=0))
-        for t in allowed:
-            lq = logq + float(lp[t]) - log_norm
-            if t == lm.eos_id:
-                out[tuple(prefix)] = float(np.exp(lq))
-                continue
-            if len(prefix) == max_tokens:
-                raise ValueError(f"sequences longer than {max_tokens} tokens exist")
-            m.consume(t)
-            visit([*prefix, t], lq)
-            m.rollback(1)
-
-    visit([], 0.0)
-    return out
+    return _sequences(lm, compiled, max_tokens, renormalise=True)
 
 
 def kl_divergence(p: dict[Any, float], q: dict[Any, float]) -> float:
