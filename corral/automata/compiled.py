@@ -110,21 +110,25 @@ class CompiledGrammar:
 
     def _walk(self, g: int) -> StateEntry:
         """Build lexer state ``g``'s token cache with a trie walk."""
-        from .kernels.mask import ids_bitmask, lexer_state_walk
+        from .kernels.mask import alive_ranks, dense_masks, lexer_state_walk
 
         trie = self.vocab.trie
         lt = self.tables
         if self._scratch is None:
+            G = lt.n_lexer_states
             self._scratch = (
-                np.zeros(self.rank_words, np.uint32),
-                np.zeros(max(1, trie.n_tokens), np.int32),
                 np.zeros(2 * max(1, trie.n_nodes), np.int32),
+                np.zeros(2 * max(1, trie.n_nodes), np.int32),
+                np.full(G, -1, np.int32),
+                np.full(G, -3, np.int32),
+                np.zeros(G, np.int32),
             )
-        bits, ranks_buf, ends_buf = self._scratch
-        bits[:] = 0
-        n_tok, n_ends = lexer_state_walk(
+        dead, ends_buf, run, step, skip = self._scratch
+        n_dead, n_ends, n_tok = lexer_state_walk(
             lt.gt, lt.lex_trans, trie.node_byte, trie.depth_small, trie.subtree_end,
-            trie.rank_at, trie.max_depth, g, bits, ranks_buf, ends_buf,
+            trie.rank_at, trie.max_depth, trie.plain, trie.frontier,
+            trie.frontier_begin, trie.frontier_end, trie.plain_height,
+            run, step, skip, g, dead, ends_buf,
         )  # fmt: skip
         ends = (
             _end_block(ends_buf[: 2 * n_ends].reshape(-1, 2), trie.node_byte)
@@ -132,10 +136,13 @@ class CompiledGrammar:
             else np.zeros(0, np.int32)
         )
         if n_tok > self.vocab_size * _DENSE_FRACTION:
-            dense = np.zeros(self.words, np.uint32)
-            ids_bitmask(ranks_buf[:n_tok], trie.token_ids, dense)
-            return StateEntry(n_tok, dense, bits.copy(), np.zeros(0, np.int32), ends, n_ends)
-        return StateEntry(n_tok, None, None, ranks_buf[:n_tok].copy(), ends, n_ends)
+            ids = np.zeros(self.words, np.uint32)
+            rank = np.zeros(self.rank_words, np.uint32)
+            dense_masks(dead, n_dead, trie.n_tokens, trie.token_ids, trie.all_ids, ids, rank)
+            return StateEntry(n_tok, ids, rank, np.zeros(0, np.int32), ends, n_ends)
+        sparse = np.zeros(n_tok, np.int32)
+        alive_ranks(dead, n_dead, trie.n_tokens, sparse)
+        return StateEntry(n_tok, None, None, sparse, ends, n_ends)
 
     def _install(self, g: int, entry: StateEntry) -> None:
         """Append ``entry`` to this grammar's cache arrays as lexer state ``g``'s (locked)."""

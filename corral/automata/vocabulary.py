@@ -19,6 +19,8 @@ from ..errors import TokenizerError
 from .state_cache import StateCacheStore
 
 NORMAL, SPECIAL, EOS, PADDING, EMPTY = 0, 1, 2, 3, 4
+# bytes whose runs trie walks may skip: printable ASCII but '"' and '\\'
+PLAIN_BYTES = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
 _KIND_NAMES = {NORMAL: "normal", SPECIAL: "special", EOS: "eos", PADDING: "padding", EMPTY: "empty"}
 
 
@@ -34,6 +36,11 @@ class TokenTrie:
 
     A token's *rank* is its index in ``token_ids`` (byte order); the tokens of node ``i``'s
     subtree are exactly the ranks ``rank_at[i] .. rank_at[subtree_end[i]]``.
+
+    Walks skip runs of *plain* bytes (printable ASCII but ``"`` and ``\\``, what a JSON
+    string holds unescaped) from lexer states that loop on all of them: node ``i``'s
+    first non-plain descendants are ``frontier[frontier_begin[i] : frontier_end[i]]``;
+    ``plain_height[i]`` is the length of the longest all-plain path down from it.
     """
 
     node_byte: np.ndarray  # uint8 [n_nodes]
@@ -47,6 +54,12 @@ class TokenTrie:
     rank_at: np.ndarray  # int32 [n_nodes + 1]
     max_depth: int
     depth_small: np.ndarray  # depth as uint8 when every depth fits (faster walks), else depth
+    plain: np.ndarray  # uint8 [256]: 1 for the bytes a walk may skip runs of (PLAIN_BYTES)
+    frontier: np.ndarray  # int32: non-plain nodes; see kernels.trie.plain_frontier
+    frontier_begin: np.ndarray  # int32 [n_nodes]
+    frontier_end: np.ndarray  # int32 [n_nodes]
+    plain_height: np.ndarray  # int32 [n_nodes]: nodes on the longest plain path down from i
+    all_ids: np.ndarray  # uint32 [ceil(vocab_size / 32)]: id bitmask of every trie token
 
     @property
     def n_nodes(self) -> int:
@@ -251,7 +264,8 @@ class Vocabulary:
         return self._state_cache
 
     def _build_trie(self) -> TokenTrie:
-        from .kernels.trie import build_trie
+        from .bitmask import bitmask_words
+        from .kernels.trie import build_trie, plain_frontier
 
         ids = [i for i in range(self.size) if self._kinds[i] == NORMAL]
         ids.sort(key=self._token_bytes.__getitem__)
@@ -268,6 +282,13 @@ class Vocabulary:
         child_start = np.searchsorted(parent[children], np.arange(n + 1)).astype(np.int32)
         rank_at = np.zeros(n + 1, np.int32)
         np.cumsum(tok_count, out=rank_at[1:])
+        plain = np.zeros(256, np.uint8)
+        plain[list(PLAIN_BYTES)] = 1
+        frontier, frontier_begin, frontier_end, plain_height = plain_frontier(
+            node_byte, parent, subtree_end, plain
+        )
+        all_ids = np.zeros(bitmask_words(self.size), np.uint32)
+        np.bitwise_or.at(all_ids, token_ids >> 5, np.uint32(1) << (token_ids & 31).astype(np.uint32))
         arrs = (
             node_byte,
             depth,
@@ -278,6 +299,12 @@ class Vocabulary:
             child_start,
             children,
             rank_at,
+            plain,
+            frontier,
+            frontier_begin,
+            frontier_end,
+            plain_height,
+            all_ids,
         )
         for a in arrs:
             a.setflags(write=False)
@@ -294,4 +321,10 @@ class Vocabulary:
             rank_at,
             max_depth,
             depth.astype(np.uint8) if max_depth <= 255 else depth,
+            plain,
+            frontier,
+            frontier_begin,
+            frontier_end,
+            plain_height,
+            all_ids,
         )

@@ -56,6 +56,7 @@ ERR_MEMO = -5  # the memo is full: call again with a larger one
 KIND_MISSING, KIND_DENSE, KIND_SPARSE = 0, 1, 2
 M_KIND, M_IDX, M_LEN, M_ENDS, M_NENDS = 0, 1, 2, 3, 4
 
+_MIN_JUMP = 16  # skip plain runs only below nodes with a larger subtree (else walk them)
 MEMO_SIZE = 4096  # initial slots of the memo of explored (node, set hash, lexer state)
 _MEMO_PROBES = 16
 
@@ -86,35 +87,174 @@ def lexer_state_walk(
     subtree_end,
     rank_at,
     max_depth,
+    plain,
+    frontier,
+    frontier_begin,
+    frontier_end,
+    plain_height,
+    run,
+    step,
+    skip,
     g,
-    bits,
-    ranks,
+    dead,
     ends,
 ):  # type: ignore[no-untyped-def]
     """Walk the token trie from lexer state ``g``.
 
-    Writes every token whose bytes keep the lexeme alive into ``bits`` (``uint32``, rank
-    space, zeroed by the caller) and, in ascending order, into ``ranks`` (``int32``, one
-    slot per token); and writes into ``ends`` (as ``x, child`` pairs) every edge where the
-    lexeme ends: ``x`` (the root included) leaves it in an accepting state that cannot
-    read the child's byte, and that byte may follow the terminal. Returns
-    ``(n_tokens, n_pairs)``. ``max_depth``: the trie's greatest depth.
+    Writes into ``dead`` (as ``lo, hi`` pairs of ranks, ascending and disjoint) the tokens
+    whose bytes kill the lexeme: every other token keeps it alive. Writes into ``ends``
+    (as ``x, child`` pairs) every edge where the lexeme ends: ``x`` (the root included)
+    leaves it in an accepting state that cannot read the child's byte, and that byte may
+    follow the terminal. Returns ``(n_dead_pairs, n_end_pairs, n_alive)``. ``max_depth``: the
+    trie's greatest depth.
 
-    Tokens are decided by subtree, not one by one: every token lives except those below a
-    node where the lexeme dies, and ranks follow the trie's preorder, so the walk writes
-    the rank ranges between dead subtrees (``rank_at[i]``: rank of the first token at or
-    after node ``i``).
+    Tokens are decided by subtree, not one by one: a node where the lexeme dies kills its
+    whole subtree, whose ranks are one range (``rank_at``, see ``TokenTrie``).
+
+    Plain runs are skipped. Where every plain byte (``plain[b] != 0``) takes state ``s``
+    to one state ``f(s)`` (inside a string, typically: ``f(s) = s``, or the next count
+    under a ``maxLength``), a plain path of length ``i`` below a node in state ``s`` ends
+    in ``f^i(s)``. When those states live and do not accept for every ``i`` up to the
+    longest plain path below the node (``plain_height``), every token on such a path
+    lives and no lexeme ends on one, so the walk jumps straight to the node's frontier,
+    its first non-plain descendants, listed in ``frontier[frontier_begin[x] :
+    frontier_end[x]]`` (``kernels.trie.plain_frontier``).
+
+    ``run``, ``step`` and ``skip`` (``int32 [G]``, filled with -1, -3 and 0 before the
+    first walk of a grammar, then kept) memoise per lexer state: how many plain steps
+    ``f, f^2, ...`` stay alive and do not accept; ``f`` (-1: dead, -2: the plain bytes
+    disagree); whether some state reachable from it starts a plain run (1 yes, 2 no).
     """
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
-    lex_accept = gt[gt[H_LEX_ACCEPT] : gt[H_LEX_ACCEPT] + gt[H_G]]
+    n_states = gt[H_G]
+    lex_accept = gt[gt[H_LEX_ACCEPT] : gt[H_LEX_ACCEPT] + n_states]
     follow = gt[gt[H_FOLLOW_BYTES] :]
     t = gt[gt[H_LEX_TERM] + g]
     states = np.empty(max_depth + 2, np.int32)
     states[0] = g
+    cap = max_depth + 1
+    if skip[g] == 0:
+        skip[g] = 1 if _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, g, cap) else 2
+    if skip[g] == 2:
+        return _walk_all(
+            lex_trans, byte_class, lex_accept, follow, t, node_byte, depth, subtree_end,
+            rank_at, states, g, dead, ends,
+        )  # fmt: skip
+    # jumps in progress: node jumped from, frontier cursor and end, end of the subtree of
+    # the frontier node being walked
+    own = np.empty(max_depth + 2, np.int32)
+    cur = np.empty(max_depth + 2, np.int32)
+    cend = np.empty(max_depth + 2, np.int32)
+    lim = np.empty(max_depth + 2, np.int32)
+    sp = 0
     n_nodes = node_byte.shape[0]
-    n_tok = 0
+    n_dead = 0
+    n_dead_tok = 0
     n_ends = 0
-    cursor = 0  # tokens of rank < cursor are decided; the alive ones are written
+    x = 0
+    while True:
+        if sp > 0 and x >= lim[sp - 1]:
+            o = own[sp - 1]
+            c = cur[sp - 1] + 1
+            if c < cend[sp - 1]:
+                cur[sp - 1] = c
+                x = frontier[c]
+                lim[sp - 1] = subtree_end[x]
+                s = states[depth[o]]
+                if step[s] != s:
+                    s = _power(step, s, depth[x] - 1 - depth[o])
+                states[depth[x] - 1] = s
+            else:
+                x = subtree_end[o]
+                sp -= 1
+                continue
+        elif x >= n_nodes:
+            break
+        if x != 0:
+            d = depth[x]
+            s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
+            if s < 0:
+                lo = rank_at[x]
+                x = subtree_end[x]
+                hi = rank_at[x]
+                if lo < hi:
+                    n_dead_tok += hi - lo
+                    if n_dead > 0 and dead[2 * n_dead - 1] == lo:
+                        dead[2 * n_dead - 1] = hi
+                    else:
+                        dead[2 * n_dead] = lo
+                        dead[2 * n_dead + 1] = hi
+                        n_dead += 1
+                continue
+            states[d] = s
+        else:
+            s = g
+        se = subtree_end[x]
+        if se == x + 1:
+            x += 1
+            continue
+        if lex_accept[s] != 0:
+            ch = x + 1
+            while ch < se:
+                b = node_byte[ch]
+                if lex_trans[s, byte_class[b]] < 0 and _follows(follow, t, b):
+                    ends[2 * n_ends] = x
+                    ends[2 * n_ends + 1] = ch
+                    n_ends += 1
+                ch = subtree_end[ch]
+        elif se - x > _MIN_JUMP:
+            r = run[s]
+            if r < 0:
+                r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, s, cap)
+            if r >= plain_height[x]:
+                own[sp] = x
+                cur[sp] = frontier_begin[x] - 1
+                cend[sp] = frontier_end[x]
+                lim[sp] = 0  # take the first frontier node next
+                sp += 1
+                continue
+        x += 1
+    return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
+
+
+@njit(cache=True, nogil=True)
+def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, g, cap):  # type: ignore[no-untyped-def]
+    """Whether some state the lexer can reach from ``g`` starts a plain run."""
+    n_states = lex_trans.shape[0]
+    seen = np.zeros(n_states, np.uint8)
+    todo = np.empty(n_states, np.int32)
+    todo[0] = g
+    seen[g] = 1
+    n = 1
+    while n > 0:
+        n -= 1
+        s = todo[n]
+        if lex_accept[s] == 0:
+            r = run[s]
+            if r < 0:
+                r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, s, cap)
+            if r > 0:
+                return True
+        for c in range(lex_trans.shape[1]):
+            s2 = lex_trans[s, c]
+            if s2 >= 0 and seen[s2] == 0:
+                seen[s2] = 1
+                todo[n] = s2
+                n += 1
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _walk_all(
+    lex_trans, byte_class, lex_accept, follow, t, node_byte, depth, subtree_end, rank_at,
+    states, g, dead, ends,
+):  # type: ignore[no-untyped-def]
+    """``lexer_state_walk`` without plain-run skipping (no state the walk can reach starts
+    one): every live node is visited."""
+    n_nodes = node_byte.shape[0]
+    n_dead = 0
+    n_dead_tok = 0
+    n_ends = 0
     x = 0
     s = g
     while x < n_nodes:
@@ -122,10 +262,17 @@ def lexer_state_walk(
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
             if s < 0:
-                # the subtree dies: the tokens before it (not in a dead subtree) live
-                n_tok = _take(cursor, rank_at[x], n_tok, bits, ranks)
+                lo = rank_at[x]
                 x = subtree_end[x]
-                cursor = rank_at[x]
+                hi = rank_at[x]
+                if lo < hi:
+                    n_dead_tok += hi - lo
+                    if n_dead > 0 and dead[2 * n_dead - 1] == lo:
+                        dead[2 * n_dead - 1] = hi
+                    else:
+                        dead[2 * n_dead] = lo
+                        dead[2 * n_dead + 1] = hi
+                        n_dead += 1
                 continue
             states[d] = s
         if lex_accept[s] != 0 and subtree_end[x] > x + 1:
@@ -138,26 +285,121 @@ def lexer_state_walk(
                     n_ends += 1
                 ch = subtree_end[ch]
         x += 1
-    n_tok = _take(cursor, rank_at[n_nodes], n_tok, bits, ranks)
-    return n_tok, n_ends
+    return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _take(lo, hi, n_tok, bits, ranks):  # type: ignore[no-untyped-def]
-    """Mark the tokens of ranks ``lo .. hi`` alive; returns the new token count."""
-    for r in range(lo, hi):
-        ranks[n_tok] = r
-        n_tok += 1
-        bits[r >> 5] |= np.uint32(1 << (r & 31))
-    return n_tok
+def _plain_step(lex_trans, byte_class, plain, step, s):  # type: ignore[no-untyped-def]
+    """The state every plain byte takes ``s`` to (-1: dead), or -2 if they differ."""
+    if step[s] == -3:
+        f = -3
+        for b in range(256):
+            if plain[b] != 0:
+                t = lex_trans[s, byte_class[b]]
+                if f == -3:
+                    f = t
+                elif t != f:
+                    f = -2
+                    break
+        step[s] = -2 if f == -3 else f
+    return step[s]
 
 
 @njit(cache=True, nogil=True)
-def ids_bitmask(ranks, token_ids, out):  # type: ignore[no-untyped-def]
-    """Set in ``out`` (``uint32``, id space, zeroed) the ids of tokens of rank ``ranks``."""
-    for i in range(ranks.shape[0]):
-        tid = token_ids[ranks[i]]
-        out[tid >> 5] |= np.uint32(1 << (tid & 31))
+def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, s, cap):  # type: ignore[no-untyped-def]
+    """How many plain steps from ``s`` (up to ``cap``) reach live, non-accepting states."""
+    if run[s] >= 0:
+        return run[s]
+    # follow the chain until it ends, repeats (a loop: unbounded) or reaches a known run
+    n = 0
+    t = s
+    while n < cap:
+        f = _plain_step(lex_trans, byte_class, plain, step, t)
+        if f < 0 or lex_accept[f] != 0:
+            break
+        if run[f] >= 0:
+            n = min(cap, n + 1 + run[f])
+            break
+        if f == s or f == t:
+            n = cap
+            break
+        n += 1
+        t = f
+    run[s] = n
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _power(step, s, i):  # type: ignore[no-untyped-def]
+    """``f^i(s)`` along a chain ``_plain_run`` has checked."""
+    for _ in range(i):
+        s = step[s]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def alive_ranks(dead, n_dead, n_tokens, out):  # type: ignore[no-untyped-def]
+    """Write into ``out`` the ranks ``0 .. n_tokens`` outside the ``dead`` ranges (pairs,
+    ascending); returns how many."""
+    n = 0
+    r = 0
+    for k in range(n_dead + 1):
+        hi = dead[2 * k] if k < n_dead else n_tokens
+        while r < hi:
+            out[n] = r
+            n += 1
+            r += 1
+        if k < n_dead:
+            r = dead[2 * k + 1]
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _set_range(bits, lo, hi, value):  # type: ignore[no-untyped-def]
+    """Set (``value`` 1) or clear (0) bits ``lo .. hi`` of ``bits``, whole words at a time."""
+    r = lo
+    while r < hi:
+        if (r & 31) == 0 and r + 32 <= hi:
+            bits[r >> 5] = np.uint32(0xFFFFFFFF) if value else np.uint32(0)
+            r += 32
+        else:
+            m = np.uint32(1 << (r & 31))
+            if value:
+                bits[r >> 5] |= m
+            else:
+                bits[r >> 5] &= ~m
+            r += 1
+
+
+@njit(cache=True, nogil=True)
+def dense_masks(dead, n_dead, n_tokens, token_ids, all_ids, out_ids, out_rank):  # type: ignore[no-untyped-def]
+    """Bitmasks of the tokens outside the ``dead`` rank ranges: ``out_rank`` in rank space
+    and ``out_ids`` in id space (``uint32``, zeroed by the caller). ``all_ids``: the id
+    bitmask of every trie token. Works from the dead tokens or the alive ones, whichever
+    are fewer; returns the number alive."""
+    n_dead_tok = 0
+    for k in range(n_dead):
+        n_dead_tok += dead[2 * k + 1] - dead[2 * k]
+    if 2 * n_dead_tok <= n_tokens:  # mostly alive: everything, minus the dead
+        _set_range(out_rank, 0, n_tokens, 1)
+        for w in range(all_ids.shape[0]):
+            out_ids[w] = all_ids[w]
+        for k in range(n_dead):
+            _set_range(out_rank, dead[2 * k], dead[2 * k + 1], 0)
+            for r in range(dead[2 * k], dead[2 * k + 1]):
+                tid = token_ids[r]
+                out_ids[tid >> 5] &= ~np.uint32(1 << (tid & 31))
+    else:  # mostly dead: the ranges between dead ones
+        lo = 0
+        for k in range(n_dead + 1):
+            hi = dead[2 * k] if k < n_dead else n_tokens
+            _set_range(out_rank, lo, hi, 1)
+            for r in range(lo, hi):
+                tid = token_ids[r]
+                out_ids[tid >> 5] |= np.uint32(1 << (tid & 31))
+            if k < n_dead:
+                lo = dead[2 * k + 1]
+    return n_tokens - n_dead_tok
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -78,3 +78,56 @@ def build_trie(
         tok_count[:n_nodes].copy(),
         parent[:n_nodes].copy(),
     )
+
+
+@njit(cache=True, nogil=True)
+def plain_frontier(
+    node_byte: np.ndarray, parent: np.ndarray, subtree_end: np.ndarray, plain: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The first non-plain nodes below each node, and the longest plain path below it.
+
+    Node ``y``'s *frontier* is the set of its descendants whose byte is not plain
+    (``plain[b] == 0``) and whose path from ``y`` is plain in between. Returns ``(nodes,
+    begin, end, height)``: node ``x``'s frontier is ``nodes[begin[x] : end[x]]``, in
+    preorder, and ``height[x]`` is the number of nodes on the longest all-plain path down
+    from ``x``. ``nodes`` lists each non-plain node once, grouped by its nearest proper ancestor that
+    is the root or not plain (its *owner*); a plain node's frontier is a slice of its
+    owner's list, since its subtree is a preorder range.
+    """
+    n = node_byte.shape[0]
+    owner = np.zeros(n, np.int32)
+    count = np.zeros(n + 1, np.int32)
+    for y in range(1, n):
+        p = parent[y]
+        owner[y] = p if p == 0 or plain[node_byte[p]] == 0 else owner[p]
+        if plain[node_byte[y]] == 0:
+            count[owner[y] + 1] += 1
+    start = np.zeros(n + 1, np.int32)
+    for i in range(n):
+        start[i + 1] = start[i] + count[i + 1]
+    fill = start[:n].copy()
+    nodes = np.zeros(start[n], np.int32)
+    for y in range(1, n):
+        if plain[node_byte[y]] == 0:
+            o = owner[y]
+            nodes[fill[o]] = y
+            fill[o] += 1
+    begin = np.zeros(n, np.int32)
+    end = np.zeros(n, np.int32)
+    for x in range(n):
+        if x == 0 or plain[node_byte[x]] == 0:
+            begin[x] = start[x]
+            end[x] = start[x + 1]
+        else:
+            o = owner[x]
+            lo = start[o]
+            hi = start[o + 1]
+            begin[x] = lo + np.searchsorted(nodes[lo:hi], x)
+            end[x] = lo + np.searchsorted(nodes[lo:hi], subtree_end[x])
+    h = np.zeros(n, np.int32)
+    for y in range(n - 1, 0, -1):
+        if plain[node_byte[y]] != 0:
+            p = parent[y]
+            if h[y] + 1 > h[p]:
+                h[p] = h[y] + 1
+    return nodes, begin, end, h

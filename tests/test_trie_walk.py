@@ -1,0 +1,113 @@
+"""The lexer-state trie walk against a direct reference, state by state.
+
+The walk (``kernels/mask.lexer_state_walk``) decides tokens by dead subtree and skips
+runs of plain bytes from states that loop on them. The reference here runs the lexer DFA
+over every trie node, level by level, with no skipping: both must give the same alive
+tokens and the same end edges for every lexer state, on vocabularies with many
+multi-byte tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.tokenizers import load_vocab
+
+import corral
+from corral.automata.tables import (
+    H_BYTE_CLASS,
+    H_FOLLOW_BYTES,
+    H_G,
+    H_LEX_ACCEPT,
+    H_LEX_TERM,
+)
+
+GRAMMARS = {
+    "schema": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$"},
+            "short": {"type": "string", "maxLength": 3},
+            "tags": {"type": "array", "items": {"type": "string", "format": "email"}},
+        },
+    },
+    "lark": r"""
+        start: item+
+        item: DQ | SQ | WORD | LINE
+        DQ: /"[^"\n]*"/
+        SQ: /'[^']*'/
+        WORD: /[ -~]+;/
+        LINE: /#[^\n]*\n/
+    """,
+}
+
+
+def _parents(trie):  # type: ignore[no-untyped-def]
+    counts = np.diff(trie.child_start)
+    parent = np.zeros(trie.n_nodes, np.int64)
+    parent[trie.children] = np.repeat(np.arange(trie.n_nodes), counts)
+    levels = [np.flatnonzero(trie.depth == d) for d in range(1, trie.max_depth + 1)]
+    return parent, levels
+
+
+def _node_states(trie, parent, levels, lex_trans, byte_class, g):  # type: ignore[no-untyped-def]
+    """Lexer state after each trie node's bytes from ``g`` (-1: dead), level by level."""
+    state = np.full(trie.n_nodes, -1, np.int64)
+    state[0] = g
+    for at in levels:
+        ps = state[parent[at]]
+        live = ps >= 0
+        nxt = np.full(at.shape[0], -1, np.int64)
+        nxt[live] = lex_trans[ps[live], byte_class[trie.node_byte[at[live]]]]
+        state[at] = nxt
+    return state
+
+
+@pytest.mark.parametrize("tokenizer", ["llama3", "gemma3"])
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_walk_matches_reference(name: str, tokenizer: str) -> None:
+    vocab = load_vocab(tokenizer)
+    cg = corral.compile(GRAMMARS[name], vocab, cache=False, precompute=False)
+    trie = vocab.trie
+    gt, lex_trans = cg.tables.gt, cg.tables.lex_trans
+    byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
+    accept = gt[gt[H_LEX_ACCEPT] : gt[H_LEX_ACCEPT] + gt[H_G]]
+    follow = gt[gt[H_FOLLOW_BYTES] :]
+    ranks_of_node = np.repeat(np.arange(trie.n_nodes), trie.tok_count)
+    parent, levels = _parents(trie)
+    skipping = 0
+    for g in range(cg.tables.n_lexer_states):
+        state = _node_states(trie, parent, levels, lex_trans, byte_class, g)
+        alive = np.flatnonzero(state[ranks_of_node] >= 0)
+        entry = cg._walk(g)
+        if entry.dense_rank is not None:
+            bits = np.unpackbits(entry.dense_rank.view(np.uint8), bitorder="little")
+            got = np.flatnonzero(bits[: trie.n_tokens])
+            ids = np.unpackbits(entry.dense.view(np.uint8), bitorder="little")
+            assert np.array_equal(np.flatnonzero(ids[: vocab.size]), np.sort(trie.token_ids[alive]))
+        else:
+            got = entry.sparse
+        assert np.array_equal(got, alive), f"state {g}: alive tokens differ"
+        assert entry.n_tokens == alive.shape[0]
+        # end edges: an accepting node, a child byte that leaves the lexeme and may follow
+        t = gt[gt[H_LEX_TERM] + g]
+        kids = np.arange(1, trie.n_nodes)
+        ps = state[parent[kids]]
+        b = trie.node_byte[kids]
+        ok = ps >= 0
+        ok[ok] &= accept[ps[ok]] != 0
+        ok[ok] &= lex_trans[ps[ok], byte_class[b[ok]]] < 0
+        ok[ok] &= ((follow[t * 8 + (b[ok] >> 5)] >> (b[ok] & 31)) & 1) != 0
+        want = {(int(parent[c]), int(c)) for c in kids[ok]}
+        pairs = entry.ends[257:].reshape(-1, 2) if entry.n_ends else np.zeros((0, 2))
+        assert {(int(x), int(c)) for x, c in pairs} == want, f"state {g}: end edges differ"
+        # how many states the plain-run skipping applies to (so the test exercises it)
+        plain = np.flatnonzero(trie.plain)
+        if not accept[g] and np.all(lex_trans[g, byte_class[plain]] == g):
+            skipping += 1
+        else:
+            s1 = lex_trans[g, byte_class[ord("a")]]
+            if s1 >= 0 and not accept[s1] and np.all(lex_trans[s1, byte_class[plain]] == s1):
+                skipping += 1
+    assert skipping > 0
