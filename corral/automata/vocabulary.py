@@ -288,7 +288,8 @@ class Vocabulary:
             node_byte, parent, subtree_end, plain
         )
         all_ids = np.zeros(bitmask_words(self.size), np.uint32)
-        np.bitwise_or.at(all_ids, token_ids >> 5, np.uint32(1) << (token_ids & 31).astype(np.uint32))
+        bit = np.uint32(1) << (token_ids & 31).astype(np.uint32)
+        np.bitwise_or.at(all_ids, token_ids >> 5, bit)
         arrs = (
             node_byte,
             depth,

@@ -246,8 +246,19 @@ def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, g, cap):  # t
 
 @njit(cache=True, nogil=True)
 def _walk_all(
-    lex_trans, byte_class, lex_accept, follow, t, node_byte, depth, subtree_end, rank_at,
-    states, g, dead, ends,
+    lex_trans,
+    byte_class,
+    lex_accept,
+    follow,
+    t,
+    node_byte,
+    depth,
+    subtree_end,
+    rank_at,
+    states,
+    g,
+    dead,
+    ends,
 ):  # type: ignore[no-untyped-def]
     """``lexer_state_walk`` without plain-run skipping (no state the walk can reach starts
     one): every live node is visited."""
@@ -320,7 +331,7 @@ def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, s, cap):  # 
         if run[f] >= 0:
             n = min(cap, n + 1 + run[f])
             break
-        if f == s or f == t:
+        if f in (s, t):
             n = cap
             break
         n += 1

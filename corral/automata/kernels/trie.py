@@ -90,9 +90,9 @@ def plain_frontier(
     (``plain[b] == 0``) and whose path from ``y`` is plain in between. Returns ``(nodes,
     begin, end, height)``: node ``x``'s frontier is ``nodes[begin[x] : end[x]]``, in
     preorder, and ``height[x]`` is the number of nodes on the longest all-plain path down
-    from ``x``. ``nodes`` lists each non-plain node once, grouped by its nearest proper ancestor that
-    is the root or not plain (its *owner*); a plain node's frontier is a slice of its
-    owner's list, since its subtree is a preorder range.
+    from ``x``. ``nodes`` lists each non-plain node once, grouped by its nearest proper
+    ancestor that is the root or not plain (its *owner*); a plain node's frontier is a
+    slice of its owner's list, since its subtree is a preorder range.
     """
     n = node_byte.shape[0]
     owner = np.zeros(n, np.int32)

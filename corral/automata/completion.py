@@ -1,0 +1,187 @@
+"""Completability of partial outputs with unknown tokens anywhere (any-order decoding).
+
+A diffusion model (or an infilling task) writes a fixed number of token *slots* in any
+order. A partial output is the slot list with some tokens known and the rest unknown
+(``MASK``). :class:`CompletionChecker` answers whether the unknown slots can still be
+filled so that the whole output is a word of the grammar: ``L(G) ∩ C ≠ ∅`` for the
+regular language ``C`` of fillings. It is what keeps constrained any-order decoding free
+of dead ends: a token is placed only where the answer stays yes.
+
+**What a filling may be.** Slots are read left to right; the output ends at its first EOS
+token (every later slot must be EOS or unknown, and becomes EOS) or at the last slot.
+An unknown slot before the last known non-EOS token must hold a token; the unknown slots
+after it may hold tokens or EOS (the output may end early). The check lets an unknown
+slot hold any *single-byte* token of the vocabulary (every byte a token spells alone,
+which for byte-level vocabularies is all 256). That makes ``C`` a sequence of byte
+positions and the check an exact Earley parse over it (``kernels/lattice.py``).
+
+It is **sound**: a yes comes with a filling the decoder can always realise (one
+single-byte token per slot), so a decoder that only places tokens the check accepts never
+dead-ends. It is **not complete** for multi-byte fillings: a gap of ``k`` slots is
+assumed to hold ``k`` bytes, so a yes that would need longer tokens in the gap (a long
+required key in a two-slot gap) is a no. Tokens already placed may be as long as they
+like. Where the vocabulary lacks single-byte tokens (WordPiece vocabularies), gaps can
+hold only the bytes it has.
+
+Incremental: the known prefix (slots before the first unknown one) is kept parsed
+between calls, so a call parses only from the first unknown slot on, and stops early
+once a complete word is reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import UnsupportedFeatureError
+from .tables import H_BYTE_CLASS
+from .vocabulary import EOS, NORMAL, SPECIAL
+
+if TYPE_CHECKING:
+    from .compiled import CompiledGrammar
+
+MASK = -1  # an unknown slot
+
+
+class CompletionChecker:
+    """Decides whether partial outputs (token slots, some unknown) can still be completed.
+
+    Args:
+        compiled: the grammar, compiled for the vocabulary of the slots' token ids.
+
+    Raises:
+        UnsupportedFeatureError: the grammar has a check on complete words besides its
+            rules (JSON Schemas compiled with the default ``final_check=True``): partial
+            outputs with gaps are decided on the rules alone.
+    """
+
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        grammar = compiled.grammar
+        if grammar.final_check is not None:
+            raise UnsupportedFeatureError(
+                "a check on complete outputs",
+                location="the grammar",
+                detail="completability is decided on the grammar's rules alone; compile JSON "
+                "Schemas with final_check=False (keywords the rules cannot express are then "
+                "refused by name)",
+            )
+        self.compiled = compiled
+        vocab = compiled.vocab
+        kinds = vocab.kinds
+        self.byte_token: dict[int, int] = {}  # byte -> a single-byte token spelling it
+        for tid in range(vocab.tokenizer_size):
+            if kinds[tid] == NORMAL:
+                b = vocab.token_bytes(tid)
+                if len(b) == 1 and b[0] not in self.byte_token:
+                    self.byte_token[b[0]] = tid
+        gt = compiled.tables.gt
+        byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
+        # one byte per class: bytes of a class behave the same everywhere in the grammar
+        rep: dict[int, int] = {}
+        for byte in sorted(self.byte_token):
+            rep.setdefault(int(byte_class[byte]), byte)
+        self.class_bytes = np.array(sorted(rep.values()), np.int64)
+        self._classes = np.array(sorted(rep), np.int64)
+        self._comp = np.zeros(max(1, len(rep)), np.int64)
+        self._matcher = compiled.matcher()
+        self._prefix: list[int] = []
+        self.checks = 0
+
+    # -- the check ------------------------------------------------------------------------
+    def check(self, slots: Sequence[int]) -> bool:
+        """Whether the unknown slots (``MASK``) of ``slots`` can be filled into a word of
+        the grammar (see the module docs for what a filling may be)."""
+        self.checks += 1
+        slots = [int(t) for t in slots]
+        kinds = self.compiled.vocab.kinds
+        size = self.compiled.vocab_size
+        end = len(slots)
+        for i, t in enumerate(slots):
+            if t != MASK and not 0 <= t < size:
+                raise ValueError(f"slot {i} holds token id {t}, outside the vocabulary")
+            if t != MASK and kinds[t] == EOS:
+                end = i
+                break
+        if any(t != MASK and kinds[t] != EOS for t in slots[end:]):
+            return False  # text after the end
+        known = [i for i in range(end) if slots[i] != MASK]
+        last = known[-1] if known else -1
+        first_gap = next((i for i in range(end) if slots[i] == MASK), end)
+        if not self._advance_prefix(slots[:first_gap]):
+            return False
+        ops: list[int] = []
+        c = self.compiled
+        from .kernels.lattice import OP_GAP, OP_SPECIAL
+
+        for i in range(first_gap, last + 1):
+            t = slots[i]
+            if t == MASK:
+                ops.append(OP_GAP)
+            elif kinds[t] == NORMAL:
+                ops.extend(c.vocab.token_bytes(t))
+            elif kinds[t] == SPECIAL and t in c._special_term_of_token:
+                ops.append(OP_SPECIAL + c.special_start_state(t))
+            else:
+                return False
+        n_opt = end - max(last + 1, first_gap)
+        return self._run(np.array(ops, np.int64), n_opt)
+
+    def _advance_prefix(self, prefix: list[int]) -> bool:
+        """Make the kept matcher hold exactly ``prefix`` (rolling back what differs)."""
+        m = self._matcher
+        same = 0
+        for a, b in zip(self._prefix, prefix, strict=False):
+            if a != b:
+                break
+            same += 1
+        if same < len(self._prefix):
+            m.rollback(len(self._prefix) - same)
+            del self._prefix[same:]
+        for t in prefix[same:]:
+            if not m.try_consume(t):
+                return False
+            self._prefix.append(t)
+        return True
+
+    def _run(self, ops: np.ndarray, n_opt: int) -> bool:
+        from .kernels.lattice import completable
+
+        m = self._matcher
+        if m.is_finished():
+            return len(ops) == 0
+        st = m._call(completable, m._n_sets, ops, len(ops), n_opt, self._classes, self._comp)
+        return st > 0
+
+    # -- filling ----------------------------------------------------------------------------
+    def fill(
+        self, slots: Sequence[int], preferred: Sequence[Sequence[int]] | None = None
+    ) -> list[int]:
+        """A completion of ``slots``: every unknown slot filled, left to right, with the
+        first candidate that keeps the output completable: the slot's ``preferred`` tokens
+        in order (e.g. the model's best), then EOS when the output may end there, then a
+        single-byte token of each byte class.
+
+        Raises:
+            ValueError: ``slots`` cannot be completed.
+        """
+        out = [int(t) for t in slots]
+        if not self.check(out):
+            raise ValueError("the partial output cannot be completed")
+        eos = self.compiled.vocab.eos_token_ids
+        fallback = ([eos[0]] if eos else []) + [self.byte_token[int(b)] for b in self.class_bytes]
+        for i in range(len(out)):
+            if out[i] != MASK:
+                continue
+            tried = list(preferred[i]) if preferred is not None else []
+            for t in [*tried, *fallback]:
+                out[i] = int(t)
+                if self.check(out):
+                    break
+            else:  # pragma: no cover - a completable output has a one-byte filling
+                raise AssertionError("no candidate keeps the output completable")
+        return out
+
+
+__all__ = ["MASK", "CompletionChecker"]

@@ -1,0 +1,172 @@
+"""Kernels: the Earley chart over a *sausage* of byte positions (completability checks).
+
+A partial output of fixed length, some of whose tokens are still unknown, spells a
+sequence of byte positions, each either one known byte or a *gap byte*: any byte of a
+given set (see ``corral/automata/completion.py`` for how tokens become positions). The
+chart of ``kernels/earley.py`` parses such a sequence as it parses a text: a gap byte
+builds one byte set holding every lexeme item that reads some byte of the set.
+
+That union is exact. An item in a set only says that some path of bytes up to here leads
+to it; what happens after depends on the item and the bytes that follow, never on the
+path, because where a lexeme ends (it is maximal: it ends only where it cannot read the
+next byte) is decided together with that next byte. So, for each byte class of the gap,
+the lexemes that end before it complete in a completion set of their own (classes with
+the same ending lexemes share one), and the byte set gathers what each class advances.
+Positions are independent (any byte at one position goes with any at another), so every
+combination of paths the chart joins is itself a path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..tables import H_LEX_ACCEPT, H_NI
+from .earley import (
+    C_ERR,
+    C_LC,
+    ERR_S,
+    _add_l,
+    _begin,
+    _end_lexemes,
+    _seal,
+    consume_special,
+    scan_byte,
+)
+
+OP_GAP = 256  # a gap byte: any byte of the gap's classes
+OP_SPECIAL = 512  # OP_SPECIAL + g: the special token whose terminal starts in lexer state g
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_ends(gt, lex_trans, L, S, j, c1, c2):  # type: ignore[no-untyped-def]
+    """Whether classes ``c1`` and ``c2`` end the same lexeme items of set ``j``."""
+    lex_accept = gt[H_LEX_ACCEPT]
+    for idx in range(S[j, 1], S[j + 1, 1]):
+        g = L[idx, 0]
+        if gt[lex_accept + g] != 0 and (lex_trans[g, c1] < 0) != (lex_trans[g, c2] < 0):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
+    """Read one byte of any class in ``classes`` after set ``k-1`` (the top).
+
+    ``comp``: ``int64`` scratch, one slot per class. Returns the new number of sets, 0 if
+    no byte of the gap can be read here, or an error (see ``scan_byte``).
+    """
+    j = k - 1
+    ni = gt[H_NI]
+    lex_accept = gt[H_LEX_ACCEPT]
+    n_c = classes.shape[0]
+    nxt = k
+    # 1. per class, the completion set of the lexemes that end before it (shared by
+    #    classes that end the same ones); -1: none end, or their completion is dead
+    for ci in range(n_c):
+        c = classes[ci]
+        comp[ci] = -1
+        ends = False
+        for idx in range(S[j, 1], S[j + 1, 1]):
+            g = L[idx, 0]
+            if gt[lex_accept + g] != 0 and lex_trans[g, c] < 0:
+                ends = True
+                break
+        if not ends:
+            continue
+        shared = -1
+        for cj in range(ci):
+            if _same_ends(gt, lex_trans, L, S, j, c, classes[cj]):
+                shared = cj
+                break
+        if shared >= 0:
+            comp[ci] = comp[shared]
+            continue
+        if nxt + 2 >= S.shape[0]:
+            return ERR_S
+        e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, nxt, c, -1)
+        if e < 0:
+            return e
+        if e > 0:
+            comp[ci] = nxt
+            nxt += 1
+    # 2. the byte set: what each class advances, from set j and from its completion set
+    b = nxt
+    if b + 2 >= S.shape[0]:
+        return ERR_S
+    _begin(S, ctx, b)
+    l0 = S[b, 1]
+    for ci in range(n_c):
+        c = classes[ci]
+        for idx in range(S[j, 1], S[j + 1, 1]):
+            g2 = lex_trans[L[idx, 0], c]
+            if g2 >= 0:
+                _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+        o = comp[ci]
+        if o >= 0:
+            for idx in range(S[o, 1], S[o + 1, 1]):
+                g2 = lex_trans[L[idx, 0], c]
+                if g2 >= 0:
+                    _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+    if ctx[C_ERR] != 0:
+        return ctx[C_ERR]
+    _seal(P, L, S, ctx, b)
+    if ctx[C_LC] == l0:
+        return 0
+    # 3. would the text be complete if it ended here? (pending lexemes end)
+    acc = 0
+    for idx in range(l0, S[b + 1, 1]):
+        if gt[lex_accept + L[idx, 0]] != 0:
+            acc = 1
+            break
+    if acc:
+        e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, b + 1, -1, -1)
+        if e < 0:
+            return e
+        acc = 1 if e > 0 and S[b + 1, 2] != 0 else 0
+    S[b, 2] = acc
+    S[b, 3] += acc * 0x2545F4914F6CDD1D
+    return b + 1
+
+
+@njit(cache=True, nogil=True)
+def completable(
+    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp
+):  # type: ignore[no-untyped-def]
+    """Whether the text so far (sets ``0 .. n_sets-1``) continues into a complete word.
+
+    The continuation reads ``ops[:n_req]`` (a byte ``0..255``, ``OP_GAP`` or
+    ``OP_SPECIAL + g``), then at most ``n_opt`` gap bytes; it is complete where a set
+    accepts. Returns 1, 0 (no such continuation) or an error. Sets at ``n_sets`` and above
+    are scratch: the caller's chart is unchanged.
+    """
+    k = n_sets
+    for i in range(n_req):
+        op = ops[i]
+        if op < OP_GAP:
+            st = scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, op)
+        elif op == OP_GAP:
+            st = scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
+        else:
+            st = consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, op - OP_SPECIAL)
+        if st <= 0:
+            return st
+        k = st
+    if S[k - 1, 2] != 0:
+        return 1
+    for _ in range(n_opt):
+        before = S[k - 1, 3]
+        st = scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
+        if st <= 0:
+            return st
+        k = st
+        if S[k - 1, 2] != 0:
+            return 1
+        if S[k - 1, 3] == before:
+            return 0  # the same set again: more gap bytes change nothing
+    return 0
+
+
+__all__ = ["OP_GAP", "OP_SPECIAL", "completable", "scan_gap"]
+
+_ = np  # the kernels take NumPy arrays
