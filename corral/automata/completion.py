@@ -10,7 +10,8 @@ of dead ends: a token is placed only where the answer stays yes.
 **What a filling may be.** Slots are read left to right; the output ends at its first EOS
 token (every later slot must be EOS or unknown, and becomes EOS) or at the last slot.
 An unknown slot before the last known non-EOS token must hold a token; the unknown slots
-after it may hold tokens or EOS (the output may end early). The check lets an unknown
+after it may hold tokens or EOS (the output may end early), or only tokens if the
+vocabulary has no EOS. The check lets an unknown
 slot hold any *single-byte* token of the vocabulary (every byte a token spells alone,
 which for byte-level vocabularies is all 256). That makes ``C`` a sequence of byte
 positions and the check an exact Earley parse over it (``kernels/lattice.py``).
@@ -85,6 +86,7 @@ class CompletionChecker:
         self.class_bytes = np.array(sorted(rep.values()), np.int64)
         self._classes = np.array(sorted(rep), np.int64)
         self._comp = np.zeros(max(1, len(rep)), np.int64)
+        self._can_end = bool(vocab.eos_token_ids)
         self._matcher = compiled.matcher()
         self._prefix: list[int] = []
         self.checks = 0
@@ -108,6 +110,8 @@ class CompletionChecker:
             return False  # text after the end
         known = [i for i in range(end) if slots[i] != MASK]
         last = known[-1] if known else -1
+        if not self._can_end:
+            last = end - 1  # no EOS: every slot holds a token
         first_gap = next((i for i in range(end) if slots[i] == MASK), end)
         if not self._advance_prefix(slots[:first_gap]):
             return False

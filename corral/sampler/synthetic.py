@@ -68,6 +68,80 @@ class NGramLM:
         return torch.log_softmax(self.next_logits([prefix])[0], dim=0)
 
 
+class ExactDenoiser:
+    """A masked diffusion LM whose predictions are exact: the conditionals of a known
+    distribution over outputs of ``length`` tokens.
+
+    The distribution: an :class:`NGramLM` generates up to ``length`` tokens; once it emits
+    EOS, every later position is EOS (as diffusion LMs pad their outputs). Called on
+    ``int64 [1, P + length]`` (``P`` prompt tokens, ignored; mask id ``mask_id``), it
+    returns ``float64 [1, P + length, V + 1]``: at each position, ``log P(x_i = t | the
+    unmasked positions)``, computed by enumerating every output (so keep ``V`` and
+    ``length`` small: ``V ** length`` outputs at most). Where the unmasked positions have
+    probability 0, every position is uniform. The last column is the mask id (-inf).
+    """
+
+    def __init__(self, lm: NGramLM, length: int) -> None:
+        self.lm = lm
+        self.length = int(length)
+        self.mask_id = lm.vocab_size
+        seqs: list[list[int]] = []
+        logps: list[float] = []
+
+        def visit(prefix: list[int], lp: float) -> None:
+            if len(prefix) == self.length:
+                seqs.append(prefix)
+                logps.append(lp)
+                return
+            row = lm.logprob_next(prefix)
+            for t in range(lm.vocab_size):
+                if t == lm.eos_id:
+                    seqs.append(prefix + [t] * (self.length - len(prefix)))
+                    logps.append(lp + float(row[t]))
+                else:
+                    visit([*prefix, t], lp + float(row[t]))
+
+        visit([], 0.0)
+        self.outputs = np.array(seqs, np.int64)  # [N, length]
+        logp = np.array(logps)
+        self.probs = np.exp(logp - logp.max())
+        self.probs /= self.probs.sum()
+
+    def vocabulary(self) -> Any:
+        """The corral :class:`~corral.Vocabulary`: the n-gram model's tokens, EOS, mask."""
+        from ..automata import Vocabulary
+
+        data = [t.encode("utf-8") for t in self.lm.tokens[:-1]] + [b"</s>", b"<mask>"]
+        eos = self.lm.eos_id
+        return Vocabulary(data, eos_token_ids=[eos], special_ids=[eos, self.mask_id])
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        gen = x[0, x.shape[1] - self.length :].numpy()
+        keep = np.ones(len(self.outputs), bool)
+        for i, t in enumerate(gen.tolist()):
+            if t != self.mask_id:
+                keep &= self.outputs[:, i] == t
+        v = self.lm.vocab_size
+        out = np.zeros((x.shape[1], v + 1))
+        if keep.any():
+            w = self.probs[keep]
+            for i in range(self.length):
+                marg = np.bincount(self.outputs[keep, i], weights=w, minlength=v)
+                with np.errstate(divide="ignore"):
+                    out[x.shape[1] - self.length + i, :v] = np.log(marg / marg.sum())
+        out[:, v] = -np.inf
+        return torch.from_numpy(out)[None]
+
+    def distribution(self) -> dict[tuple[int, ...], float]:
+        """Output (tokens before the first EOS) → probability."""
+        dist: dict[tuple[int, ...], float] = {}
+        for row, pr in zip(self.outputs.tolist(), self.probs.tolist(), strict=True):
+            end = row.index(self.lm.eos_id) if self.lm.eos_id in row else len(row)
+            key = tuple(row[:end])
+            dist[key] = dist.get(key, 0.0) + pr
+        return dist
+
+
 def _sequences(
     lm: Any, compiled: Any, max_tokens: int, *, renormalise: bool
 ) -> dict[tuple[int, ...], float]:

@@ -1,0 +1,241 @@
+"""Constrained decoding for masked diffusion language models (any-order decoding).
+
+A masked diffusion LM (LLaDA, Dream, DiffuCoder; or any masked LM such as BERT) is given
+the prompt followed by ``gen_length`` mask tokens and returns logits for every position.
+Decoding unmasks positions over ``steps`` steps, in semi-autoregressive blocks of
+``block_length`` positions: at each step every masked position of the current block
+proposes a token (argmax, or a sample at ``temperature``), and the most confident
+proposals (``remasking="low_confidence"``) or random ones (``"random"``) are committed;
+the rest stay masked for later steps. This is LLaDA's ``generate`` loop.
+
+The constraint enters at the commit: a proposal is committed only if the partial output
+can still be completed to a word of the grammar
+(:class:`~corral.automata.completion.CompletionChecker`). A rejected proposal is struck
+from that position's logits and the position proposes again, up to ``max_retries``
+times; then it is left masked for a later step. A step that commits nothing fills the
+leftmost masked position of the block with the first token, in the model's order, that
+passes the check (a single-byte filler always exists while the output is completable),
+so decoding always ends, and ends inside the grammar. The output is the generated
+tokens up to the first EOS.
+
+Shapes: ``logits_fn(x)`` takes ``int64 [1, P + gen_length]`` (``P`` prompt tokens) and
+returns ``float [1, P + gen_length, V']`` with ``V' >= len(vocab)``; columns at or above
+the vocabulary's size, padding ids and the mask id are never proposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..automata.completion import CompletionChecker
+
+REMASKING = ("low_confidence", "random")
+
+
+@dataclass
+class DiffusionResult:
+    """The outcome of :func:`diffusion_decode`.
+
+    Attributes:
+        tokens: the ``gen_length`` generated token ids (EOS padding included).
+        output: the tokens before the first EOS.
+        stats: ``steps`` (model calls), ``checks`` (completability checks), ``rejected``
+            (proposals the check refused), ``forced`` (positions filled because a step
+            committed nothing).
+    """
+
+    tokens: list[int]
+    output: list[int]
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def diffusion_decode(
+    logits_fn: Callable[[torch.Tensor], torch.Tensor],
+    prompt_ids: Sequence[int],
+    *,
+    mask_id: int,
+    checker: CompletionChecker | None,
+    vocab_size: int,
+    eos_ids: Sequence[int] = (),
+    banned_ids: Sequence[int] = (),
+    gen_length: int = 64,
+    steps: int | None = None,
+    block_length: int | None = None,
+    temperature: float = 0.0,
+    remasking: str = "low_confidence",
+    max_retries: int = 8,
+    seed: int | None = None,
+) -> DiffusionResult:
+    """Decode ``gen_length`` tokens after ``prompt_ids`` with a masked diffusion LM.
+
+    Args:
+        logits_fn: the model (see the module docs for shapes).
+        prompt_ids: the prompt's token ids.
+        mask_id: the model's mask token id.
+        checker: the constraint, or ``None`` for unconstrained decoding.
+        vocab_size: ids at or above it are never proposed (padded output layers).
+        eos_ids: ids that end the output (everything after the first one is padding).
+        banned_ids: ids never proposed (special tokens other than EOS).
+        gen_length: number of generated positions.
+        steps: model calls in all (default ``gen_length``: one token per step); a multiple
+            of the number of blocks.
+        block_length: positions per semi-autoregressive block (default ``gen_length``);
+            must divide ``gen_length``.
+        temperature: 0 proposes the argmax; above 0 samples from ``softmax(logits / T)``.
+        remasking: which proposals to commit first: ``"low_confidence"`` (the most
+            probable) or ``"random"``.
+        max_retries: proposals per position and step after a rejection.
+        seed: seed of the sampling and of random remasking.
+
+    Raises:
+        ValueError: inconsistent lengths, unknown ``remasking``, negative temperature.
+    """
+    import torch
+
+    steps = gen_length if steps is None else int(steps)
+    block_length = gen_length if block_length is None else int(block_length)
+    if gen_length <= 0 or block_length <= 0 or steps <= 0:
+        raise ValueError("gen_length, block_length and steps must be positive")
+    if gen_length % block_length:
+        raise ValueError(f"block_length {block_length} must divide gen_length {gen_length}")
+    n_blocks = gen_length // block_length
+    if steps % n_blocks:
+        raise ValueError(f"steps {steps} must be a multiple of the number of blocks {n_blocks}")
+    if remasking not in REMASKING:
+        raise ValueError(f"remasking must be one of {REMASKING}, not {remasking!r}")
+    if temperature < 0:
+        raise ValueError("temperature must be >= 0")
+    steps_per_block = steps // n_blocks
+    gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
+    p = len(prompt_ids)
+    x = torch.tensor([[*prompt_ids, *[mask_id] * gen_length]], dtype=torch.long)
+    slots = [-1] * gen_length  # -1: masked (CompletionChecker's MASK)
+    eos = {int(e) for e in eos_ids}
+    banned = np.array(sorted({int(mask_id), *map(int, banned_ids)}), np.int64)
+    stats = {"steps": 0, "checks": 0, "rejected": 0, "forced": 0}
+
+    def accept(pos: int, tok: int) -> bool:
+        if checker is None:
+            return True
+        slots[pos] = tok
+        stats["checks"] += 1
+        ok = checker.check(slots)
+        if not ok:
+            slots[pos] = -1
+            stats["rejected"] += 1
+        return ok
+
+    def commit(pos: int, tok: int) -> None:
+        slots[pos] = tok
+        x[0, p + pos] = tok
+
+    for b in range(n_blocks):
+        lo, hi = b * block_length, (b + 1) * block_length
+        s = 0
+        while True:
+            masked = [i for i in range(lo, hi) if slots[i] == -1]
+            if not masked:
+                break
+            # commit ceil(masked / steps left): the block is unmasked by its last step
+            # (later steps, one forced commit at least each, only follow rejections)
+            quota = -(-len(masked) // max(1, steps_per_block - s))
+            s += 1
+            with torch.no_grad():
+                logits = logits_fn(x)[0, p:].to(torch.float64)
+            stats["steps"] += 1
+            logits = _restrict(logits, vocab_size, banned)
+            props, conf = _propose(logits, masked, temperature, gen)
+            if remasking == "random":
+                conf = torch.rand(len(masked), generator=gen, dtype=torch.float64)
+            done = 0
+            for k in torch.argsort(conf, descending=True).tolist():
+                if done == quota:
+                    break
+                pos, tok = masked[k], props[k]
+                row = logits[pos].clone()
+                for _ in range(max_retries + 1):
+                    if accept(pos, tok):
+                        commit(pos, tok)
+                        done += 1
+                        break
+                    row[tok] = -torch.inf
+                    if not torch.isfinite(row).any():
+                        break
+                    tok = _redraw(row, temperature, gen)
+            if done == 0:
+                pos = masked[0]
+                commit(pos, _first_accepted(pos, logits[pos], accept, checker, eos))
+                stats["forced"] += 1
+    tokens = [int(t) for t in slots]
+    end = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
+    return DiffusionResult(tokens, tokens[:end], stats)
+
+
+def _restrict(logits: torch.Tensor, vocab_size: int, banned: np.ndarray) -> torch.Tensor:
+    """``logits`` ``[L, V']`` with ids never proposed set to ``-inf``."""
+    import torch
+
+    out = logits.clone()
+    if out.shape[-1] > vocab_size:
+        out[:, vocab_size:] = -torch.inf
+    b = torch.from_numpy(banned[banned < out.shape[-1]])
+    out[:, b] = -torch.inf
+    return out
+
+
+def _propose(
+    logits: torch.Tensor, masked: list[int], temperature: float, gen: torch.Generator
+) -> tuple[list[int], torch.Tensor]:
+    """A token per masked position and its probability under the model (the confidence)."""
+    import torch
+
+    rows = logits[masked]
+    probs = torch.softmax(rows, dim=-1)
+    if temperature == 0:
+        toks = rows.argmax(dim=-1)
+    else:
+        toks = torch.multinomial(torch.softmax(rows / temperature, dim=-1), 1, generator=gen)[:, 0]
+    conf = probs.gather(1, toks[:, None])[:, 0]
+    return toks.tolist(), conf
+
+
+def _redraw(row: torch.Tensor, temperature: float, gen: torch.Generator) -> int:
+    import torch
+
+    if temperature == 0:
+        return int(row.argmax())
+    return int(torch.multinomial(torch.softmax(row / temperature, dim=-1), 1, generator=gen))
+
+
+def _first_accepted(
+    pos: int,
+    row: torch.Tensor,
+    accept: Callable[[int, int], bool],
+    checker: CompletionChecker | None,
+    eos: set[int],
+) -> int:
+    """The model's most probable token at ``pos`` that passes the check (among its 64
+    best), else EOS or a single-byte filler: one of those passes while the output is
+    completable."""
+    import torch
+
+    best = torch.argsort(row, descending=True)[:64]
+    cands = [int(t) for t in best.tolist() if torch.isfinite(row[t])]
+    if checker is not None:
+        cands += sorted(eos) + [checker.byte_token[int(b)] for b in checker.class_bytes]
+    for tok in cands:
+        if accept(pos, tok):
+            return tok
+    raise AssertionError(  # pragma: no cover - the checker accepted the output so far
+        f"no token keeps the output completable at position {pos}"
+    )
+
+
+__all__ = ["REMASKING", "DiffusionResult", "diffusion_decode"]

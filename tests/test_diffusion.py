@@ -1,0 +1,134 @@
+"""Constrained any-order (diffusion) decoding: every output is in the language.
+
+Models: an exact denoiser (the true conditionals of a random n-gram model over
+fixed-length outputs), which is what a perfectly trained diffusion LM would predict, and
+a random tiny BERT masked LM over a real tokenizer, an adversary with arbitrary
+preferences. Seeds, temperatures, block lengths and remasking strategies vary.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import torch
+from support.words import lark_accepts
+
+import corral
+from corral.automata.completion import CompletionChecker
+from corral.sampler.diffusion import diffusion_decode
+from corral.sampler.synthetic import ExactDenoiser, NGramLM
+
+LIST = r"""
+start: "[" [item ("," item)*] "]"
+item: WORD | start
+WORD: /[ab]+/
+"""
+TOKENS = ["[", "]", ",", "a", "[a", "a]", ",b", "]]", "x", "<eos>"]
+LENGTH = 5
+
+
+@pytest.fixture(scope="module")
+def denoiser() -> ExactDenoiser:
+    return ExactDenoiser(NGramLM(TOKENS, order=2, seed=4), length=LENGTH)
+
+
+def _consume(m, tokens: list[int]) -> bool:  # type: ignore[no-untyped-def]
+    for t in tokens:
+        if not m.try_consume(t):
+            return False
+    return m.is_accepting()
+
+
+@pytest.mark.parametrize("remasking", ["low_confidence", "random"])
+@pytest.mark.parametrize("block", [1, 5])
+def test_exact_denoiser_outputs_are_in_the_language(
+    denoiser: ExactDenoiser, remasking: str, block: int
+) -> None:
+    model = denoiser
+    vocab = model.vocabulary()
+    cg = corral.compile(LIST, vocab)
+    free_invalid = 0
+    for seed in range(12):
+        for temperature in (0.0, 1.0):
+            kw = dict(
+                mask_id=model.mask_id,
+                vocab_size=vocab.size,
+                eos_ids=vocab.eos_token_ids,
+                gen_length=LENGTH,
+                block_length=block,
+                steps=LENGTH,
+                temperature=temperature,
+                remasking=remasking,
+                seed=seed,
+            )
+            res = diffusion_decode(model, [], checker=CompletionChecker(cg), **kw)
+            assert len(res.tokens) == LENGTH
+            text = b"".join(vocab.token_bytes(t) for t in res.output).decode()
+            assert _consume(cg.matcher(), res.output), text
+            assert lark_accepts(LIST, text), text
+            free = diffusion_decode(model, [], checker=None, **kw)
+            free_text = b"".join(vocab.token_bytes(t) for t in free.output).decode()
+            free_invalid += not lark_accepts(LIST, free_text)
+    assert free_invalid > 0  # the constraint had something to do
+
+
+def test_tiny_bert_json_schema_outputs_validate() -> None:
+    """A random masked LM over GPT-2's tokenizer, with an extra mask id."""
+    from support.tokenizers import load_tokenizer
+    from transformers import BertConfig, BertForMaskedLM
+
+    tok = load_tokenizer("gpt2")
+    n = len(tok) + 1
+    mask_id = n - 1
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=n,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    model = BertForMaskedLM(config).eval()
+    vocab = corral.Vocabulary.from_hf(tok, vocab_size=n)
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 6},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            "ok": {"type": "boolean"},
+        },
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    cg = corral.compile(schema, vocab, final_check=False)
+    prompt = tok.encode("A person:")
+    for seed in range(3):
+        res = diffusion_decode(
+            lambda x: model(input_ids=x).logits,
+            prompt,
+            mask_id=mask_id,
+            checker=CompletionChecker(cg),
+            vocab_size=vocab.size,
+            eos_ids=vocab.eos_token_ids,
+            gen_length=32,
+            block_length=8,
+            steps=16,
+            temperature=1.0,
+            seed=seed,
+        )
+        text = tok.decode(res.output)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_bad_arguments(denoiser: ExactDenoiser) -> None:
+    model = denoiser
+    kw = dict(mask_id=model.mask_id, checker=None, vocab_size=len(TOKENS) + 1, gen_length=6)
+    with pytest.raises(ValueError, match="must divide"):
+        diffusion_decode(model, [], block_length=4, **kw)
+    with pytest.raises(ValueError, match="multiple of the number of blocks"):
+        diffusion_decode(model, [], block_length=2, steps=4, **kw)
+    with pytest.raises(ValueError, match="remasking"):
+        diffusion_decode(model, [], remasking="entropy", **kw)
