@@ -6,6 +6,12 @@ Two families are supported, recognised from the tokenizer's decoder:
   string stands for one byte through GPT-2's ``bytes_to_unicode`` table.
 * **SentencePiece-style** (Llama-2, Phi-3, Gemma): ``▁`` stands for a space and
   ``<0xNN>`` tokens are single raw bytes (byte fallback); other text is UTF-8.
+* **WordPiece** (BERT and other masked LMs): a continuation token ``##x`` is ``x``; any
+  other token starts a word and is spelled with a leading space (`` x``), so the text is
+  the concatenation of the tokens. (``tokenizer.decode`` also drops the space before
+  punctuation; corral's text keeps it: constrain and read the concatenation.) Such
+  vocabularies are normalised (BERT uncased lowercases and strips accents) and lack
+  many characters: a grammar can only use what the tokens spell.
 
 Tokens that decode to the same bytes as their text inside a sequence are what a grammar
 sees; the leading space that some SentencePiece decoders strip at the start of a sequence
@@ -50,7 +56,7 @@ class TokenizerBytes:
         special: ids of special tokens (control tokens never produced from text).
         added: ids of added tokens that are not marked special (e.g. Gemma's newline runs,
             DeepSeek's ``<|EOT|>``); :meth:`Vocabulary.from_hf` decides which count as text.
-        family: ``"byte_level"`` or ``"sentencepiece"``.
+        family: ``"byte_level"``, ``"sentencepiece"`` or ``"wordpiece"``.
         eos_token_id: the tokenizer's own EOS id, if any.
     """
 
@@ -94,6 +100,8 @@ def extract(tokenizer: Any) -> TokenizerBytes:
     dec_types = _decoder_types(spec.get("decoder"))
     if "ByteLevel" in dec_types:
         family = "byte_level"
+    elif "WordPiece" in dec_types and model.get("type") == "WordPiece":
+        family = "wordpiece"
     elif (
         "ByteFallback" in dec_types
         or "Metaspace" in dec_types
@@ -103,7 +111,7 @@ def extract(tokenizer: Any) -> TokenizerBytes:
     else:
         raise TokenizerError(
             f"unsupported tokenizer decoder {dec_types or None} (model {model.get('type')}): "
-            "corral supports byte-level BPE and SentencePiece-style tokenizers"
+            "corral supports byte-level BPE, SentencePiece-style and WordPiece tokenizers"
         )
     byte_fallback = bool(model.get("byte_fallback")) or "ByteFallback" in dec_types
 
@@ -144,6 +152,12 @@ def extract(tokenizer: Any) -> TokenizerBytes:
                 out.append(b"")
             else:
                 out.append(as_bytes if as_bytes is not None else as_text)
+        elif family == "wordpiece":
+            prefix = str(model.get("continuing_subword_prefix") or "##")
+            if s.startswith(prefix) and len(s) > len(prefix):
+                out.append(s[len(prefix) :].encode("utf-8"))
+            else:
+                out.append(b" " + s.encode("utf-8"))
         else:
             m = _BYTE_TOKEN.match(s) if byte_fallback else None
             if m:
@@ -168,17 +182,26 @@ def check_roundtrip(tokenizer: Any, token_bytes: list[bytes]) -> None:
     """Encode probe texts with ``tokenizer`` and check the tokens' bytes spell them exactly.
 
     A leading space added by the tokenizer (SentencePiece's dummy prefix) is allowed; a
-    probe whose encoding uses a token left out of grammar text (empty bytes) is skipped.
+    probe whose encoding uses a special token or one left out of grammar text (empty
+    bytes) is skipped. WordPiece encodings are compared without spaces, with the
+    tokenizer's normalised text.
     Raises :class:`TokenizerError` when the bytes disagree: corral would otherwise constrain
     the wrong strings.
     """
+    info = extract(tokenizer)
     checked = 0
     for text in PROBE_TEXTS:
         ids = tokenizer.encode(text, add_special_tokens=False)
-        if any(not token_bytes[i] for i in ids):
+        if any(not token_bytes[i] or i in info.special for i in ids):
             continue
         got = b"".join(token_bytes[i] for i in ids)
         want = text.encode("utf-8")
+        if info.family == "wordpiece":
+            # normalised text, split into words: compare the characters, not the spaces
+            norm = tokenizer.backend_tokenizer.normalizer
+            if norm is not None:
+                want = norm.normalize_str(text).encode("utf-8")
+            got, want = b"".join(got.split()), b"".join(want.split())
         if got != want and got != b" " + want:
             raise TokenizerError(
                 "token bytes do not spell the tokenizer's own encoding of a probe text: "

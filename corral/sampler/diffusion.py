@@ -95,7 +95,8 @@ def diffusion_decode(
         seed: seed of the sampling and of random remasking.
 
     Raises:
-        ValueError: inconsistent lengths, unknown ``remasking``, negative temperature.
+        ValueError: inconsistent lengths, unknown ``remasking``, negative temperature;
+            or no output of ``gen_length`` tokens can be completed.
     """
     import torch
 
@@ -120,6 +121,14 @@ def diffusion_decode(
     eos = {int(e) for e in eos_ids}
     banned = np.array(sorted({int(mask_id), *map(int, banned_ids)}), np.int64)
     stats = {"steps": 0, "checks": 0, "rejected": 0, "forced": 0}
+
+    if checker is not None and not checker.check(slots):
+        raise ValueError(
+            f"no output of {gen_length} tokens can be completed in the grammar when each "
+            "undecided position holds one single-byte token (see "
+            "corral.automata.completion): a longer gen_length, or a vocabulary with "
+            "single-byte tokens for the bytes the grammar needs"
+        )
 
     def accept(pos: int, tok: int) -> bool:
         if checker is None:
