@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -162,18 +163,38 @@ def test_trie_holds_every_normal_token_once(name: str) -> None:
         assert trie.depth[node] == len(v.token_bytes(tid))
 
 
-def test_unsupported_tokenizer_family_is_refused() -> None:
-    from tokenizers import Tokenizer
+def _wordpiece() -> Any:
+    from tokenizers import Tokenizer, decoders
     from tokenizers.models import WordPiece
     from tokenizers.pre_tokenizers import Whitespace
     from transformers import PreTrainedTokenizerFast
 
-    wp = Tokenizer(WordPiece({"[UNK]": 0, "hello": 1, "##lo": 2, "hel": 3}, unk_token="[UNK]"))
+    words = {"[UNK]": 0, "hello": 1, "##lo": 2, "hel": 3, "world": 4, "!": 5, "##!": 6}
+    wp = Tokenizer(WordPiece(words, unk_token="[UNK]"))
     wp.pre_tokenizer = Whitespace()
-    from tokenizers import decoders
-
     wp.decoder = decoders.WordPiece()
-    fast = PreTrainedTokenizerFast(tokenizer_object=wp, unk_token="[UNK]")
+    return PreTrainedTokenizerFast(tokenizer_object=wp, unk_token="[UNK]")
+
+
+def test_wordpiece_tokens_spell_word_starts_with_a_space() -> None:
+    v = Vocabulary.from_hf(_wordpiece(), check=False)  # no probe text fits 7 words
+    assert v.family == "wordpiece"
+    assert [v.token_bytes(i) for i in (1, 2, 3, 4, 5, 6)] == [
+        b" hello", b"lo", b" hel", b" world", b" !", b"!",
+    ]  # fmt: skip
+    assert v.kind(0) == "special"
+
+
+def test_unsupported_tokenizer_family_is_refused() -> None:
+    from tokenizers import Tokenizer, decoders
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    wl = Tokenizer(WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
+    wl.pre_tokenizer = Whitespace()
+    wl.decoder = decoders.CTC()
+    fast = PreTrainedTokenizerFast(tokenizer_object=wl, unk_token="[UNK]")
     with pytest.raises(TokenizerError, match="unsupported tokenizer"):
         Vocabulary.from_hf(fast)
 
