@@ -53,17 +53,23 @@ _LAZY = {
     "stream": "corral.integrations.generate",
     "Generation": "corral.integrations.generate",
     "extract": "corral.integrations.extract",
+    "infill": "corral.integrations.infill",
+    "Infill": "corral.integrations.infill",
+    "CompletionChecker": "corral.automata.completion",
+    "diffusion_decode": "corral.sampler.diffusion",
 }
 
 __all__ = [
     "CompileBudgetError",
     "CompiledGrammar",
+    "CompletionChecker",
     "CorralError",
     "EmptyLanguageError",
     "Generation",
     "Grammar",
     "GrammarError",
     "IncompleteGenerationError",
+    "Infill",
     "Matcher",
     "MatcherStateError",
     "SchemaError",
@@ -76,10 +82,12 @@ __all__ = [
     "apply_token_bitmask_inplace",
     "bitmask_to_bool",
     "compile",
+    "diffusion_decode",
     "explain",
     "extract",
     "fill_next_token_bitmasks",
     "generate",
+    "infill",
     "stream",
 ]
 
@@ -94,11 +102,14 @@ if TYPE_CHECKING:  # pragma: no cover
         compile,
         fill_next_token_bitmasks,
     )
+    from .automata.completion import CompletionChecker
     from .grammar import Grammar
     from .grammar.json_schema import explain
     from .grammar.json_schema.load import SchemaError
     from .integrations.extract import extract
     from .integrations.generate import Generation, generate, stream
+    from .integrations.infill import Infill, infill
+    from .sampler.diffusion import diffusion_decode
 
 
 def __getattr__(name: str) -> Any:

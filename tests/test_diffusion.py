@@ -8,6 +8,7 @@ preferences. Seeds, temperatures, block lengths and remasking strategies vary.
 
 from __future__ import annotations
 
+import copy
 import json
 
 import jsonschema
@@ -184,3 +185,46 @@ def test_real_bert_masked_lm() -> None:
             vocab_size=vocab.size,
             gen_length=2,
         )
+
+
+def test_infill_with_masked_and_causal_models() -> None:
+    """``corral.infill`` on a JSON template: a random tiny BERT (holes decoded in any
+    order) and a random tiny Llama (holes filled left to right)."""
+    from support.tiny_models import tiny_llama
+    from support.tokenizers import load_tokenizer
+    from transformers import BertConfig, BertForMaskedLM
+
+    tok = load_tokenizer("llama3")
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    template = '{"name": \u25a2, "age": \u25a2}'
+    causal = tiny_llama(tok, seed=1)
+    for seed in range(3):
+        res = corral.infill(
+            causal, template, tokenizer=tok, schema=schema, temperature=1.0, seed=seed
+        )
+        jsonschema.validate(res.value, schema)
+        assert len(res.fills) == 2
+        assert res.text == '{"name": ' + res.fills[0] + ', "age": ' + res.fills[1] + "}"
+    gpt2 = copy.deepcopy(load_tokenizer("gpt2"))
+    gpt2.add_special_tokens({"mask_token": "<mask>"})
+    torch.manual_seed(0)
+    n = len(gpt2)
+    bert = BertForMaskedLM(
+        BertConfig(
+            vocab_size=n,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=128,
+        )
+    ).eval()
+    res = corral.infill(bert, template, tokenizer=gpt2, schema=schema, hole_tokens=4, seed=0)
+    jsonschema.validate(res.value, schema)
+    with pytest.raises(ValueError, match="no hole"):
+        corral.infill(causal, "{}", tokenizer=tok, schema=schema)

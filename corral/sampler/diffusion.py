@@ -72,6 +72,7 @@ def diffusion_decode(
     remasking: str = "low_confidence",
     max_retries: int = 8,
     seed: int | None = None,
+    template: Sequence[int] | None = None,
 ) -> DiffusionResult:
     """Decode ``gen_length`` tokens after ``prompt_ids`` with a masked diffusion LM.
 
@@ -93,6 +94,9 @@ def diffusion_decode(
             probable) or ``"random"``.
         max_retries: proposals per position and step after a rejection.
         seed: seed of the sampling and of random remasking.
+        template: the generated positions' starting values: token ids, fixed, and -1
+            for the positions to decode (infilling); default all -1. Sets
+            ``gen_length`` when given.
 
     Raises:
         ValueError: inconsistent lengths, unknown ``remasking``, negative temperature;
@@ -100,6 +104,8 @@ def diffusion_decode(
     """
     import torch
 
+    if template is not None:
+        gen_length = len(template)
     steps = gen_length if steps is None else int(steps)
     block_length = gen_length if block_length is None else int(block_length)
     if gen_length <= 0 or block_length <= 0 or steps <= 0:
@@ -116,8 +122,8 @@ def diffusion_decode(
     steps_per_block = steps // n_blocks
     gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
     p = len(prompt_ids)
-    x = torch.tensor([[*prompt_ids, *[mask_id] * gen_length]], dtype=torch.long)
-    slots = [-1] * gen_length  # -1: masked (CompletionChecker's MASK)
+    slots = [-1] * gen_length if template is None else [int(t) for t in template]
+    x = torch.tensor([[*prompt_ids, *(mask_id if t == -1 else t for t in slots)]])
     eos = {int(e) for e in eos_ids}
     banned = np.array(sorted({int(mask_id), *map(int, banned_ids)}), np.int64)
     stats = {"steps": 0, "checks": 0, "rejected": 0, "forced": 0}

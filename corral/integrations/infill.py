@@ -1,0 +1,248 @@
+"""``corral.infill``: fill the holes of a template so that the whole text is in a grammar.
+
+The template is text with holes (``▢`` by default), e.g. ``'{"name": ▢, "age": ▢}'`` or
+code with several missing regions. Each hole holds at most ``hole_tokens`` tokens. The
+whole filled text must be a word of the constraint (a JSON Schema, Lark grammar or
+regex), not just each hole: every placement is checked for completability of the whole
+(:class:`~corral.automata.completion.CompletionChecker`), so the result never dead-ends.
+
+Two kinds of model:
+
+* a **masked LM** (BERT-style, or a masked diffusion LM with a Hugging Face interface):
+  the holes become ``hole_tokens`` mask tokens each and are decoded in any order by
+  :func:`~corral.sampler.diffusion.diffusion_decode`; a hole holds exactly
+  ``hole_tokens`` tokens, and its text is what they spell.
+* a **causal LM**: the holes are filled left to right. Inside a hole the model proposes
+  its next token after the text so far; the hole closes where its best proposal that
+  keeps the whole completable is the first token of the text after the hole (or when it
+  is full). The later holes count as gaps of up to ``hole_tokens`` tokens in the check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..automata.completion import MASK, CompletionChecker
+from ..automata.vocabulary import NORMAL
+from ..errors import IncompleteGenerationError
+
+HOLE = "\u25a2"  # ▢
+
+
+@dataclass
+class Infill:
+    """The result of :func:`infill`.
+
+    Attributes:
+        text: the filled template.
+        value: ``text`` parsed (JSON Schema: the JSON value; pydantic: the model
+            instance; grammar or regex: the text).
+        fills: the text put into each hole, in order.
+        stats: ``checks`` (completability checks) and, for masked LMs, the decoder's
+            ``steps``, ``rejected`` and ``forced``.
+    """
+
+    text: str
+    value: Any
+    fills: list[str]
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def infill(
+    model: Any,
+    template: str,
+    *,
+    tokenizer: Any = None,
+    schema: Any = None,
+    grammar: Any = None,
+    regex: str | None = None,
+    hole: str = HOLE,
+    hole_tokens: int = 8,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    steps: int | None = None,
+    max_retries: int = 8,
+    **schema_options: Any,
+) -> Infill:
+    """Fill the holes of ``template`` with ``model`` so that the text satisfies exactly
+    one of ``schema``, ``grammar``, ``regex`` (see the module docs).
+
+    Args:
+        model: a Hugging Face masked LM or causal LM (object, with ``tokenizer=``).
+        template: text with ``hole`` markers.
+        hole_tokens: tokens per hole (masked LMs: exactly; causal LMs: at most).
+        temperature: 0 for the model's best tokens, else sampling at that temperature.
+        seed: seed of the sampling.
+        steps: masked LMs: decoding steps (default: one per masked position).
+        max_retries: masked LMs: proposals per position and step after a rejection.
+        schema_options: JSON Schema options (``final_check`` is always off here: keywords
+            the grammar cannot express are refused, since a partial output cannot be
+            checked against them).
+
+    Raises:
+        ValueError: no hole, bad arguments, or no filling of the holes can satisfy the
+            constraint.
+    """
+    from .generate import compile_constraint, resolve_model, vocabulary_for
+
+    model, tokenizer = resolve_model(model, tokenizer)
+    if hole_tokens < 1:
+        raise ValueError("hole_tokens must be at least 1")
+    pieces = template.split(hole)
+    if len(pieces) < 2:
+        raise ValueError(f"the template has no hole ({hole!r})")
+    vocab = vocabulary_for(model, tokenizer)
+    if schema is not None:
+        schema_options["final_check"] = False
+    compiled, parse = compile_constraint(
+        vocab, schema=schema, grammar=grammar, regex=regex, **schema_options
+    )
+    checker = CompletionChecker(compiled)
+    known = [tokenizer.encode(p, add_special_tokens=False) if p else [] for p in pieces]
+    if _is_masked_lm(model):
+        slots, fills_at, stats = _masked(
+            model, tokenizer, vocab, checker, known, hole_tokens, temperature, seed, steps,
+            max_retries,
+        )  # fmt: skip
+    else:
+        slots, fills_at, stats = _causal(
+            model, vocab, checker, known, hole_tokens, temperature, seed
+        )
+    text = vocab.decode(slots).decode("utf-8", "replace")
+    fills = [vocab.decode(f).decode("utf-8", "replace") for f in fills_at]
+    stats["checks"] = checker.checks
+    return Infill(text, parse(text), fills, stats)
+
+
+def _is_masked_lm(model: Any) -> bool:
+    can_generate = getattr(model, "can_generate", None)
+    if callable(can_generate):
+        return not bool(can_generate())
+    return "MaskedLM" in type(model).__name__
+
+
+def _masked(
+    model: Any,
+    tokenizer: Any,
+    vocab: Any,
+    checker: CompletionChecker,
+    known: list[list[int]],
+    k: int,
+    temperature: float,
+    seed: int | None,
+    steps: int | None,
+    max_retries: int,
+) -> tuple[list[int], list[list[int]], dict[str, int]]:
+    from ..sampler.diffusion import diffusion_decode
+
+    template: list[int] = []
+    spans = []
+    for i, piece in enumerate(known):
+        template += piece
+        if i < len(known) - 1:
+            spans.append((len(template), len(template) + k))
+            template += [MASK] * k
+    mask_id = getattr(tokenizer, "mask_token_id", None)
+    if mask_id is None:
+        raise ValueError("the masked LM's tokenizer has no mask token")
+    cls = getattr(tokenizer, "cls_token_id", None)
+    res = diffusion_decode(
+        lambda x: model(input_ids=x).logits,
+        [cls] if cls is not None else [],
+        mask_id=mask_id,
+        checker=checker,
+        vocab_size=vocab.size,
+        eos_ids=vocab.eos_token_ids,
+        banned_ids=sorted(getattr(tokenizer, "all_special_ids", []) or []),
+        gen_length=len(template),
+        steps=steps,
+        temperature=temperature,
+        max_retries=max_retries,
+        seed=seed,
+        template=template,
+    )
+    fills = [res.tokens[a:b] for a, b in spans]
+    return res.output, fills, dict(res.stats)
+
+
+def _causal(
+    model: Any,
+    vocab: Any,
+    checker: CompletionChecker,
+    known: list[list[int]],
+    k: int,
+    temperature: float,
+    seed: int | None,
+) -> tuple[list[int], list[list[int]], dict[str, int]]:
+    import torch
+
+    gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
+    out: list[int] = list(known[0])
+    fills: list[list[int]] = []
+    n_holes = len(known) - 1
+
+    def rest(h: int) -> list[int]:
+        """The template after hole ``h``: its text, later holes as ``k`` gaps each."""
+        tail: list[int] = list(known[h + 1])
+        for j in range(h + 1, n_holes):
+            tail += [MASK] * k + known[j + 1]
+        return tail
+
+    def fits(slots: list[int], left: int, tail: list[int]) -> bool:
+        """Completable with between 0 and ``left`` more tokens in the current hole."""
+        return any(checker.check([*slots, *[MASK] * m, *tail]) for m in range(left + 1))
+
+    for h in range(n_holes):
+        tail = rest(h)
+        if not fits(out, k, tail):
+            raise ValueError("no filling of the holes can satisfy the constraint")
+        fill: list[int] = []
+        while len(fill) < k:
+            with torch.no_grad():
+                ids = torch.tensor([out or [vocab.eos_token_ids[0]]], dtype=torch.long)
+                row = model(input_ids=ids).logits[0, -1].to(torch.float64)
+            row[vocab.size :] = -torch.inf
+            # the model's best, then a single-byte token per byte class: while the hole
+            # fits, one of those keeps it fitting
+            fallback = [checker.byte_token[int(b)] for b in checker.class_bytes]
+            order = _ranked(row, temperature, gen) + fallback
+            closing = tail[0] if tail and tail[0] != MASK else None
+            chosen = None
+            for t in order:
+                if t == closing and fill and checker.check([*out, *tail]):
+                    break  # the model continues with the text after the hole: close it
+                if vocab.kinds[t] != NORMAL:
+                    continue
+                if fits([*out, t], k - len(fill) - 1, tail):
+                    chosen = t
+                    break
+            if chosen is None:
+                break
+            out.append(chosen)
+            fill.append(chosen)
+        if not checker.check([*out, *tail]):  # the hole is full or the model stopped early
+            raise IncompleteGenerationError(
+                f"hole {h + 1} could not be closed within {k} tokens",
+                partial_text=vocab.decode(out).decode("utf-8", "replace"),
+                token_ids=out,
+            )
+        fills.append(fill)
+        out += known[h + 1]
+    return out, fills, {}
+
+
+def _ranked(row: Any, temperature: float, gen: Any, limit: int = 256) -> list[int]:
+    """Token ids in the order to try: by logit, or (``temperature > 0``) a sample without
+    replacement (Gumbel top-k) from ``softmax(row / temperature)``."""
+    import torch
+
+    finite = torch.isfinite(row)
+    if temperature > 0:
+        u = torch.rand(row.shape, generator=gen, dtype=row.dtype).clamp_(1e-300, 1.0)
+        row = torch.where(finite, row / temperature - torch.log(-torch.log(u)), row)
+    top = torch.topk(row, min(limit, int(finite.sum()))).indices
+    return [int(t) for t in top.tolist()]
+
+
+__all__ = ["HOLE", "Infill", "infill"]
