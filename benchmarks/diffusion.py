@@ -76,9 +76,10 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def part_checks(trials: int) -> dict[str, Any]:
+    from support.tokenizers import load_tokenizer
+
     import corral
     from corral.automata.completion import MASK, CompletionChecker
-    from support.tokenizers import load_tokenizer
 
     tok = load_tokenizer("llama3")
     vocab = corral.Vocabulary.from_hf(tok)

@@ -239,3 +239,42 @@ def test_final_checks_are_refused() -> None:
         CompletionChecker(corral.compile({"type": "array"}, vocab))
     with pytest.raises(UnsupportedFeatureError, match="uniqueItems"):
         corral.compile({"type": "array", "uniqueItems": True}, vocab, final_check=False)
+
+
+def test_regular_checker_agrees_with_token_level_brute_force() -> None:
+    """For a regex the check is exact at the token level: an unknown slot is any token
+    (multi-byte ones included), not one byte."""
+    import re
+
+    from corral.automata.completion import RegularChecker, completion_checker
+    from corral.grammar import Grammar
+
+    pattern = r"(ab|b)*c?"
+    tokens = [b"a", b"b", b"ab", b"ba", b"c", b"bc"]
+    vocab = _vocab(tokens)
+    checker = completion_checker(corral.compile(Grammar.from_regex(pattern), vocab))
+    assert isinstance(checker, RegularChecker)
+    eos = vocab.eos_token_ids[0]
+    rng = random.Random(2)
+    seen = {True: 0, False: 0}
+    for _ in range(300):
+        slots = [
+            MASK if rng.random() < 0.5 else rng.randrange(vocab.size)
+            for _i in range(rng.randint(1, 5))
+        ]
+        holes = [i for i, t in enumerate(slots) if t == MASK]
+        want = False
+        for fill in itertools.product(range(vocab.size), repeat=len(holes)):
+            full = list(slots)
+            for i, t in zip(holes, fill, strict=True):
+                full[i] = t
+            end = full.index(eos) if eos in full else len(full)
+            if any(t != eos for t in full[end:]):
+                continue
+            text = b"".join(vocab.token_bytes(t) for t in full[:end]).decode()
+            if re.fullmatch(pattern, text):
+                want = True
+                break
+        assert checker.check(slots) == want, slots
+        seen[want] += 1
+    assert min(seen.values()) >= 30, seen

@@ -228,3 +228,34 @@ def test_infill_with_masked_and_causal_models() -> None:
     jsonschema.validate(res.value, schema)
     with pytest.raises(ValueError, match="no hole"):
         corral.infill(causal, "{}", tokenizer=tok, schema=schema)
+
+
+def test_regular_constraints_use_dingo(denoiser: ExactDenoiser) -> None:
+    """A regex constraint: exact token-level completability and DINGO block proposals."""
+    from corral.automata.completion import RegularChecker, completion_checker
+    from corral.grammar import Grammar
+
+    vocab = denoiser.vocabulary()
+    pattern = r"\[a*(,b)*\]"
+    cg = corral.compile(Grammar.from_regex(pattern), vocab)
+    import re
+
+    for seed in range(8):
+        for temperature in (0.0, 1.0):
+            checker = completion_checker(cg)
+            assert isinstance(checker, RegularChecker)
+            res = diffusion_decode(
+                denoiser,
+                [],
+                checker=checker,
+                mask_id=denoiser.mask_id,
+                vocab_size=vocab.size,
+                eos_ids=vocab.eos_token_ids,
+                gen_length=LENGTH,
+                block_length=LENGTH,
+                temperature=temperature,
+                seed=seed,
+            )
+            assert res.stats.get("dingo", 0) > 0
+            text = b"".join(vocab.token_bytes(t) for t in res.output).decode()
+            assert re.fullmatch(pattern, text), text

@@ -42,6 +42,7 @@ from .vocabulary import EOS, NORMAL, SPECIAL
 
 if TYPE_CHECKING:
     from .compiled import CompiledGrammar
+    from .token_dfa import TokenDFA
 
 MASK = -1  # an unknown slot
 
@@ -159,6 +160,13 @@ class CompletionChecker:
         return st > 0
 
     # -- filling ----------------------------------------------------------------------------
+    def candidates(self, slots: Sequence[int], pos: int) -> np.ndarray:
+        """Token ids to try at ``pos`` when nothing else passes: EOS, then one
+        single-byte token per byte class (one of them passes while ``slots`` is
+        completable and ``pos`` is its first unknown slot)."""
+        eos = list(self.compiled.vocab.eos_token_ids)
+        return np.array(eos + [self.byte_token[int(b)] for b in self.class_bytes], np.int64)
+
     def fill(
         self, slots: Sequence[int], preferred: Sequence[Sequence[int]] | None = None
     ) -> list[int]:
@@ -188,4 +196,65 @@ class CompletionChecker:
         return out
 
 
-__all__ = ["MASK", "CompletionChecker"]
+class RegularChecker:
+    """Exact completability for regular constraints, at the token level.
+
+    For a constraint whose language is one terminal's (``Grammar.from_regex``) the
+    token-level DFA (:class:`~corral.automata.token_dfa.TokenDFA`) is small, so an
+    unknown slot is exactly "any token" (not one byte): the check propagates the set of
+    DFA states through the slots and asks whether an accepting state remains. Same
+    slot semantics as :class:`CompletionChecker`, and complete as well as sound.
+    """
+
+    def __init__(self, compiled: CompiledGrammar, tdfa: TokenDFA) -> None:
+        self.compiled = compiled
+        self.tdfa = tdfa
+        self.checks = 0
+
+    def states_before(self, slots: Sequence[int], pos: int) -> np.ndarray:
+        """``bool [Q + 1]``: the DFA states the slots before ``pos`` may lead to."""
+        tdfa = self.tdfa
+        cur: np.ndarray = np.zeros(tdfa.trans.shape[0], bool)
+        cur[tdfa.start] = True
+        size = tdfa.trans.shape[1]
+        for i in range(pos):
+            t = int(slots[i])
+            if t == MASK:
+                cur = np.asarray(tdfa.adjacency[cur].any(axis=0), bool)
+            else:
+                if not 0 <= t < size:
+                    raise ValueError(f"slot {i} holds token id {t}, outside the vocabulary")
+                nxt = np.zeros_like(cur)
+                r = tdfa.trans[cur, t]
+                nxt[r[r >= 0]] = True
+                cur = nxt
+            if not cur.any():
+                break
+        return cur
+
+    def check(self, slots: Sequence[int]) -> bool:
+        """Whether the unknown slots can be filled into a word of the language."""
+        self.checks += 1
+        end = self.states_before(slots, len(slots))
+        return bool((end & self.tdfa.accept).any())
+
+    def candidates(self, slots: Sequence[int], pos: int) -> np.ndarray:
+        """Token ids that may go at ``pos`` given the slots before it (a superset of
+        those the check accepts there)."""
+        before = self.states_before(slots, pos)
+        rows = self.tdfa.trans[before]
+        return np.flatnonzero((rows >= 0).any(axis=0))
+
+
+def completion_checker(compiled: CompiledGrammar) -> CompletionChecker | RegularChecker:
+    """The exact token-level :class:`RegularChecker` when the constraint is regular (a
+    regex), else the byte-level :class:`CompletionChecker`."""
+    from .token_dfa import TokenDFA
+
+    tdfa = TokenDFA.from_compiled(compiled)
+    if tdfa is not None:
+        return RegularChecker(compiled, tdfa)
+    return CompletionChecker(compiled)
+
+
+__all__ = ["MASK", "CompletionChecker", "RegularChecker", "completion_checker"]

@@ -23,7 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..automata.completion import MASK, CompletionChecker
+from ..automata.completion import (
+    MASK,
+    CompletionChecker,
+    RegularChecker,
+    completion_checker,
+)
 from ..automata.vocabulary import NORMAL
 from ..errors import IncompleteGenerationError
 
@@ -98,7 +103,7 @@ def infill(
     compiled, parse = compile_constraint(
         vocab, schema=schema, grammar=grammar, regex=regex, **schema_options
     )
-    checker = CompletionChecker(compiled)
+    checker = completion_checker(compiled)
     known = [tokenizer.encode(p, add_special_tokens=False) if p else [] for p in pieces]
     if _is_masked_lm(model):
         slots, fills_at, stats = _masked(
@@ -126,7 +131,7 @@ def _masked(
     model: Any,
     tokenizer: Any,
     vocab: Any,
-    checker: CompletionChecker,
+    checker: CompletionChecker | RegularChecker,
     known: list[list[int]],
     k: int,
     temperature: float,
@@ -169,7 +174,7 @@ def _masked(
 def _causal(
     model: Any,
     vocab: Any,
-    checker: CompletionChecker,
+    checker: CompletionChecker | RegularChecker,
     known: list[list[int]],
     k: int,
     temperature: float,
@@ -205,7 +210,7 @@ def _causal(
             row[vocab.size :] = -torch.inf
             # the model's best, then a single-byte token per byte class: while the hole
             # fits, one of those keeps it fitting
-            fallback = [checker.byte_token[int(b)] for b in checker.class_bytes]
+            fallback = [int(t) for t in checker.candidates(out, len(out))]
             order = _ranked(row, temperature, gen) + fallback
             closing = tail[0] if tail and tail[0] != MASK else None
             chosen = None

@@ -8,6 +8,11 @@ proposes a token (argmax, or a sample at ``temperature``), and the most confiden
 proposals (``remasking="low_confidence"``) or random ones (``"random"``) are committed;
 the rest stay masked for later steps. This is LLaDA's ``generate`` loop.
 
+When the constraint is regular (a regex; the checker is a
+:class:`~corral.automata.completion.RegularChecker`), the proposals of a block come from
+DINGO (``corral.sampler.dingo``): the most probable block, or an exact sample of one,
+that the constraint allows given the known positions.
+
 The constraint enters at the commit: a proposal is committed only if the partial output
 can still be completed to a word of the grammar
 (:class:`~corral.automata.completion.CompletionChecker`). A rejected proposal is struck
@@ -27,14 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     import torch
 
-    from ..automata.completion import CompletionChecker
+    from ..automata.completion import CompletionChecker, RegularChecker
 
 REMASKING = ("low_confidence", "random")
 
@@ -61,7 +66,7 @@ def diffusion_decode(
     prompt_ids: Sequence[int],
     *,
     mask_id: int,
-    checker: CompletionChecker | None,
+    checker: CompletionChecker | RegularChecker | None,
     vocab_size: int,
     eos_ids: Sequence[int] = (),
     banned_ids: Sequence[int] = (),
@@ -136,6 +141,10 @@ def diffusion_decode(
             "single-byte tokens for the bytes the grammar needs"
         )
 
+    from ..automata.completion import RegularChecker
+
+    tdfa = checker.tdfa if isinstance(checker, RegularChecker) else None
+
     def accept(pos: int, tok: int) -> bool:
         if checker is None:
             return True
@@ -166,7 +175,13 @@ def diffusion_decode(
                 logits = logits_fn(x)[0, p:].to(torch.float64)
             stats["steps"] += 1
             logits = _restrict(logits, vocab_size, banned)
-            props, conf = _propose(logits, masked, temperature, gen)
+            if tdfa is not None:  # regular constraint: the block's proposals by DINGO
+                props, conf = _propose_dingo(
+                    logits, slots, lo, hi, masked, temperature, tdfa, checker, gen
+                )
+                stats["dingo"] = stats.get("dingo", 0) + 1
+            else:
+                props, conf = _propose(logits, masked, temperature, gen)
             if remasking == "random":
                 conf = torch.rand(len(masked), generator=gen, dtype=torch.float64)
             done = 0
@@ -186,7 +201,7 @@ def diffusion_decode(
                     tok = _redraw(row, temperature, gen)
             if done == 0:
                 pos = masked[0]
-                commit(pos, _first_accepted(pos, logits[pos], accept, checker, eos))
+                commit(pos, _first_accepted(pos, logits[pos], accept, checker, slots))
                 stats["forced"] += 1
     tokens = [int(t) for t in slots]
     end = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
@@ -221,6 +236,45 @@ def _propose(
     return toks.tolist(), conf
 
 
+def _propose_dingo(
+    logits: torch.Tensor,
+    slots: list[int],
+    lo: int,
+    hi: int,
+    masked: list[int],
+    temperature: float,
+    tdfa: Any,
+    checker: Any,
+    gen: torch.Generator,
+) -> tuple[list[int], torch.Tensor]:
+    """Proposals for the masked positions of block ``lo .. hi``: DINGO's most probable
+    valid block (or an exact sample of one at ``temperature > 0``) given the known
+    positions, ending where the positions after the block can still finish."""
+    import torch
+
+    from .dingo import dingo_argmax, dingo_sample, finishable
+
+    block = logits[lo:hi]
+    scaled = block / temperature if temperature > 0 else block
+    logp = torch.log_softmax(scaled, dim=-1).numpy().copy()
+    for i in range(lo, hi):
+        if slots[i] != -1:
+            logp[i - lo] = -np.inf
+            logp[i - lo, slots[i]] = 0.0
+    before = checker.states_before(slots, lo)
+    q0 = int(np.flatnonzero(before)[0])  # earlier blocks are all known: one state
+    ends = finishable(tdfa, len(slots) - hi)
+    if temperature > 0:
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+        toks, _ = dingo_sample(logp, tdfa, q0, ends=ends, rng=np.random.default_rng(seed))
+    else:
+        toks, _, _ = dingo_argmax(logp, tdfa, q0, ends=ends)
+    props = [toks[i - lo] for i in masked]
+    probs = torch.softmax(block, dim=-1)
+    conf = torch.stack([probs[i - lo, t] for i, t in zip(masked, props, strict=True)])
+    return props, conf
+
+
 def _redraw(row: torch.Tensor, temperature: float, gen: torch.Generator) -> int:
     import torch
 
@@ -233,18 +287,18 @@ def _first_accepted(
     pos: int,
     row: torch.Tensor,
     accept: Callable[[int, int], bool],
-    checker: CompletionChecker | None,
-    eos: set[int],
+    checker: Any,
+    slots: list[int],
 ) -> int:
     """The model's most probable token at ``pos`` that passes the check (among its 64
-    best), else EOS or a single-byte filler: one of those passes while the output is
-    completable."""
+    best), else the checker's candidates (``candidates``): one of those passes while the
+    output is completable and ``pos`` is its first unknown slot."""
     import torch
 
     best = torch.argsort(row, descending=True)[:64]
     cands = [int(t) for t in best.tolist() if torch.isfinite(row[t])]
     if checker is not None:
-        cands += sorted(eos) + [checker.byte_token[int(b)] for b in checker.class_bytes]
+        cands += [int(t) for t in checker.candidates(slots, pos)]
     for tok in cands:
         if accept(pos, tok):
             return tok
