@@ -37,6 +37,17 @@ class TokenDFA:
         return int(self.trans.shape[0]) - 1
 
     @cached_property
+    def predecessors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(start, states, tokens)``: the pairs ``(q, t)`` with ``δ(q, t) = r`` are
+        ``states[start[r] : start[r + 1]]``, ``tokens[...]``."""
+        flat = self.trans.ravel()
+        live = np.flatnonzero(flat >= 0)
+        order = live[np.argsort(flat[live], kind="stable")]
+        v = self.trans.shape[1]
+        start = np.searchsorted(flat[order], np.arange(self.trans.shape[0] + 1))
+        return start, order // v, order % v
+
+    @cached_property
     def adjacency(self) -> np.ndarray:
         """``bool [Q + 1, Q + 1]``: some token leads from ``q`` to ``r``."""
         n = self.trans.shape[0]

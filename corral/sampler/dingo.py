@@ -145,7 +145,8 @@ def dingo_sample(
     q = int(rng.choice(len(score), p=_normalise(score)))
     tokens = []
     for i in range(d - 1, -1, -1):
-        qs, ts = np.nonzero(tdfa.trans == q)
+        start, states, toks = tdfa.predecessors
+        qs, ts = states[start[q] : start[q + 1]], toks[start[q] : start[q + 1]]
         joint = w[i, qs] + lp[i, ts]
         k = int(rng.choice(len(joint), p=_normalise(joint)))
         tokens.append(int(ts[k]))
