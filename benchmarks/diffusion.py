@@ -177,27 +177,18 @@ def part_decode(seeds: int) -> dict[str, Any]:
     import copy
 
     import jsonschema
-    import torch
     from support.masked_lm import masked_lm_path
+    from support.tiny_models import tiny_bert
     from support.tokenizers import load_tokenizer
     from support.words import lark_accepts
-    from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     import corral
 
     results: dict[str, Any] = {}
     gpt2 = copy.deepcopy(load_tokenizer("gpt2"))
     gpt2.add_special_tokens({"mask_token": "<mask>"})
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(gpt2),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    tiny = BertForMaskedLM(config).eval()
+    tiny = tiny_bert(len(gpt2))
     vocab = corral.Vocabulary.from_hf(gpt2)
     cg = corral.compile(PERSON, vocab, final_check=False)
 

@@ -13,7 +13,6 @@ import json
 
 import jsonschema
 import pytest
-import torch
 from support.words import lark_accepts
 
 import corral
@@ -77,22 +76,13 @@ def test_exact_denoiser_outputs_are_in_the_language(
 
 def test_tiny_bert_json_schema_outputs_validate() -> None:
     """A random masked LM over GPT-2's tokenizer, with an extra mask id."""
+    from support.tiny_models import tiny_bert
     from support.tokenizers import load_tokenizer
-    from transformers import BertConfig, BertForMaskedLM
 
     tok = load_tokenizer("gpt2")
     n = len(tok) + 1
     mask_id = n - 1
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=n,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    model = BertForMaskedLM(config).eval()
+    model = tiny_bert(n)
     vocab = corral.Vocabulary.from_hf(tok, vocab_size=n)
     schema = {
         "type": "object",
@@ -190,9 +180,8 @@ def test_real_bert_masked_lm() -> None:
 def test_infill_with_masked_and_causal_models() -> None:
     """``corral.infill`` on a JSON template: a random tiny BERT (holes decoded in any
     order) and a random tiny Llama (holes filled left to right)."""
-    from support.tiny_models import tiny_llama
+    from support.tiny_models import tiny_bert, tiny_llama
     from support.tokenizers import load_tokenizer
-    from transformers import BertConfig, BertForMaskedLM
 
     tok = load_tokenizer("llama3")
     schema = {
@@ -212,18 +201,7 @@ def test_infill_with_masked_and_causal_models() -> None:
         assert res.text == '{"name": ' + res.fills[0] + ', "age": ' + res.fills[1] + "}"
     gpt2 = copy.deepcopy(load_tokenizer("gpt2"))
     gpt2.add_special_tokens({"mask_token": "<mask>"})
-    torch.manual_seed(0)
-    n = len(gpt2)
-    bert = BertForMaskedLM(
-        BertConfig(
-            vocab_size=n,
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=128,
-        )
-    ).eval()
+    bert = tiny_bert(len(gpt2), layers=1)
     res = corral.infill(bert, template, tokenizer=gpt2, schema=schema, hole_tokens=4, seed=0)
     jsonschema.validate(res.value, schema)
     with pytest.raises(ValueError, match="no hole"):

@@ -35,3 +35,21 @@ def tiny_llama(tokenizer: Any, *, vocab_size: int | None = None, seed: int = 0) 
     with torch.no_grad():  # sharper, more varied preferences than the default init
         model.lm_head.weight.normal_(0.0, 0.25)
     return model
+
+
+def tiny_bert(vocab_size: int, *, seed: int = 0, layers: int = 2) -> Any:
+    """A randomly initialised BERT masked LM with hidden size 32 whose logits are
+    ``vocab_size`` wide (any tokenizer: the ids are all it sees)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    return BertForMaskedLM(config).eval()

@@ -309,7 +309,6 @@ def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: igno
     j = k - 1
     cls = gt[gt[H_BYTE_CLASS] + byte]
     ni = gt[H_NI]
-    lex_accept = gt[H_LEX_ACCEPT]
     # 1. lexemes that end before this byte
     c = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, -1)
     if c < 0:
@@ -329,12 +328,20 @@ def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: igno
             g2 = lex_trans[L[idx, 0], cls]
             if g2 >= 0:
                 _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+    return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0):  # type: ignore[no-untyped-def]
+    """Seal byte set ``b`` (its lexeme items built from ``l0``) and record whether the
+    text would be complete if it ended there (its pending lexemes end). Returns ``b + 1``,
+    0 if the set is empty, or an error."""
+    lex_accept = gt[H_LEX_ACCEPT]
     if ctx[C_ERR] != 0:
         return ctx[C_ERR]
     _seal(P, L, S, ctx, b)
     if ctx[C_LC] == l0:
         return 0
-    # 3. would the text be complete if it ended here? (pending lexemes end)
     acc = 0
     for idx in range(l0, S[b + 1, 1]):
         if gt[lex_accept + L[idx, 0]] != 0:
@@ -438,6 +445,7 @@ __all__ = [
     "init_chart",
     "new_chart",
     "scan_byte",
+    "seal_byte_set",
 ]
 
 # H_G and H_NN are part of the layout documented above (stamp sizes)

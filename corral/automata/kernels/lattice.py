@@ -23,15 +23,13 @@ from numba import njit
 
 from ..tables import H_LEX_ACCEPT, H_NI
 from .earley import (
-    C_ERR,
-    C_LC,
     ERR_S,
     _add_l,
     _begin,
     _end_lexemes,
-    _seal,
     consume_special,
     scan_byte,
+    seal_byte_set,
 )
 
 OP_GAP = 256  # a gap byte: any byte of the gap's classes
@@ -90,7 +88,8 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
         if e > 0:
             comp[ci] = nxt
             nxt += 1
-    # 2. the byte set: what each class advances, from set j and from its completion set
+    # 2. the byte set: what each class advances, from set j and from its completion set;
+    #    sealed with whether the text could end there
     b = nxt
     if b + 2 >= S.shape[0]:
         return ERR_S
@@ -108,25 +107,7 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
                 g2 = lex_trans[L[idx, 0], c]
                 if g2 >= 0:
                     _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
-    if ctx[C_ERR] != 0:
-        return ctx[C_ERR]
-    _seal(P, L, S, ctx, b)
-    if ctx[C_LC] == l0:
-        return 0
-    # 3. would the text be complete if it ended here? (pending lexemes end)
-    acc = 0
-    for idx in range(l0, S[b + 1, 1]):
-        if gt[lex_accept + L[idx, 0]] != 0:
-            acc = 1
-            break
-    if acc:
-        e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, b + 1, -1, -1)
-        if e < 0:
-            return e
-        acc = 1 if e > 0 and S[b + 1, 2] != 0 else 0
-    S[b, 2] = acc
-    S[b, 3] += acc * 0x2545F4914F6CDD1D
-    return b + 1
+    return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
 
 
 @njit(cache=True, nogil=True)

@@ -174,17 +174,8 @@ def lexer_state_walk(
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
             if s < 0:
-                lo = rank_at[x]
+                n_dead, n_dead_tok = _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end)
                 x = subtree_end[x]
-                hi = rank_at[x]
-                if lo < hi:
-                    n_dead_tok += hi - lo
-                    if n_dead > 0 and dead[2 * n_dead - 1] == lo:
-                        dead[2 * n_dead - 1] = hi
-                    else:
-                        dead[2 * n_dead] = lo
-                        dead[2 * n_dead + 1] = hi
-                        n_dead += 1
                 continue
             states[d] = s
         else:
@@ -215,6 +206,23 @@ def lexer_state_walk(
                 continue
         x += 1
     return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end):  # type: ignore[no-untyped-def]
+    """Record node ``x``'s subtree as dead ranks (merged with an adjacent last range);
+    returns the new ``(pairs, tokens)`` counts."""
+    lo = rank_at[x]
+    hi = rank_at[subtree_end[x]]
+    if lo < hi:
+        n_dead_tok += hi - lo
+        if n_dead > 0 and dead[2 * n_dead - 1] == lo:
+            dead[2 * n_dead - 1] = hi
+        else:
+            dead[2 * n_dead] = lo
+            dead[2 * n_dead + 1] = hi
+            n_dead += 1
+    return n_dead, n_dead_tok
 
 
 @njit(cache=True, nogil=True)
@@ -273,17 +281,8 @@ def _walk_all(
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
             if s < 0:
-                lo = rank_at[x]
+                n_dead, n_dead_tok = _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end)
                 x = subtree_end[x]
-                hi = rank_at[x]
-                if lo < hi:
-                    n_dead_tok += hi - lo
-                    if n_dead > 0 and dead[2 * n_dead - 1] == lo:
-                        dead[2 * n_dead - 1] = hi
-                    else:
-                        dead[2 * n_dead] = lo
-                        dead[2 * n_dead + 1] = hi
-                        n_dead += 1
                 continue
             states[d] = s
         if lex_accept[s] != 0 and subtree_end[x] > x + 1:
