@@ -53,21 +53,6 @@ SCHEMA = {
     "required": ["users"],
     "additionalProperties": False,
 }
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 6},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "ok": {"type": "boolean"},
-    },
-    "required": ["name", "age"],
-    "additionalProperties": False,
-}
-RECORD = r"""
-start: WORD (" " WORD)* (" " NUMBER)?
-WORD: /[a-z]+/
-NUMBER: /[1-9][0-9]*/
-"""
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -177,6 +162,7 @@ def part_decode(seeds: int) -> dict[str, Any]:
     import copy
 
     import jsonschema
+    from support.diffusion_tasks import PERSON, RECORD
     from support.masked_lm import masked_lm_path
     from support.tiny_models import tiny_bert
     from support.tokenizers import load_tokenizer

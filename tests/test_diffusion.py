@@ -13,6 +13,7 @@ import json
 
 import jsonschema
 import pytest
+from support.diffusion_tasks import PERSON, RECORD
 from support.words import lark_accepts
 
 import corral
@@ -84,16 +85,7 @@ def test_tiny_bert_json_schema_outputs_validate() -> None:
     mask_id = n - 1
     model = tiny_bert(n)
     vocab = corral.Vocabulary.from_hf(tok, vocab_size=n)
-    schema = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "maxLength": 6},
-            "age": {"type": "integer", "minimum": 0, "maximum": 120},
-            "ok": {"type": "boolean"},
-        },
-        "required": ["name", "age"],
-        "additionalProperties": False,
-    }
+    schema = PERSON
     cg = corral.compile(schema, vocab, final_check=False)
     prompt = tok.encode("A person:")
     for seed in range(3):
@@ -123,15 +115,6 @@ def test_bad_arguments(denoiser: ExactDenoiser) -> None:
         diffusion_decode(model, [], block_length=2, steps=4, **kw)
     with pytest.raises(ValueError, match="remasking"):
         diffusion_decode(model, [], remasking="entropy", **kw)
-
-
-# WordPiece spells word-start tokens with a leading space and has no single-byte space
-# token: gaps (one byte per slot) fill with continuation pieces, so spaces are optional
-RECORD = r"""
-start: WORD (" " WORD)* (" " NUMBER)?
-WORD: /[a-z]+/
-NUMBER: /[1-9][0-9]*/
-"""
 
 
 def test_real_bert_masked_lm() -> None:

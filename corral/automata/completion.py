@@ -71,13 +71,11 @@ class CompletionChecker:
             )
         self.compiled = compiled
         vocab = compiled.vocab
-        kinds = vocab.kinds
+        data, offsets = vocab.byte_table()
+        single = np.flatnonzero((np.diff(offsets) == 1) & (vocab.kinds == NORMAL))
         self.byte_token: dict[int, int] = {}  # byte -> a single-byte token spelling it
-        for tid in range(vocab.tokenizer_size):
-            if kinds[tid] == NORMAL:
-                b = vocab.token_bytes(tid)
-                if len(b) == 1 and b[0] not in self.byte_token:
-                    self.byte_token[b[0]] = tid
+        for tid in single[::-1].tolist():  # the lowest id wins
+            self.byte_token[int(data[offsets[tid]])] = tid
         gt = compiled.tables.gt
         byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
         # one byte per class: bytes of a class behave the same everywhere in the grammar
@@ -116,10 +114,10 @@ class CompletionChecker:
         first_gap = next((i for i in range(end) if slots[i] == MASK), end)
         if not self._advance_prefix(slots[:first_gap]):
             return False
+        from .kernels.lattice import OP_GAP, OP_SPECIAL  # numba: loaded on first use
+
         ops: list[int] = []
         c = self.compiled
-        from .kernels.lattice import OP_GAP, OP_SPECIAL
-
         for i in range(first_gap, last + 1):
             t = slots[i]
             if t == MASK:
@@ -153,9 +151,7 @@ class CompletionChecker:
     def _run(self, ops: np.ndarray, n_opt: int) -> bool:
         from .kernels.lattice import completable
 
-        m = self._matcher
-        if m.is_finished():
-            return len(ops) == 0
+        m = self._matcher  # never finished: EOS ends the slots before the prefix
         st = m._call(completable, m._n_sets, ops, len(ops), n_opt, self._classes, self._comp)
         return st > 0
 

@@ -70,10 +70,7 @@ class TokenDFA:
             start = byte_trans.shape[0] - 1
         q = byte_trans.shape[0]
         kinds = vocab.kinds
-        lengths = np.array([len(vocab.token_bytes(i)) for i in range(vocab.size)], np.int64)
-        offsets = np.zeros(vocab.size + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        data = np.frombuffer(b"".join(vocab.token_bytes(i) for i in range(vocab.size)), np.uint8)
+        data, offsets = vocab.byte_table()
         normal = (kinds == NORMAL).astype(np.uint8)
         trans = np.full((q + 1, vocab.size), -1, np.int32)
         _token_trans(byte_trans, data, offsets, normal, trans)

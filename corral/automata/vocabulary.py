@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -215,6 +215,11 @@ class Vocabulary:
         """The bytes of ``token_id`` (special tokens: their text; padding: ``b""``)."""
         return self._token_bytes[token_id]
 
+    def byte_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(data, offsets)``: token ``i``'s bytes are ``data[offsets[i] : offsets[i+1]]``
+        (``uint8`` and ``int64 [size + 1]``, shared and read-only)."""
+        return self._data, self._offsets
+
     def token_data(self, token_id: int) -> tuple[np.ndarray, int, int]:
         """``(data, start, stop)``: the bytes of ``token_id`` as a slice of one shared array."""
         return self._data, int(self._offsets[token_id]), int(self._offsets[token_id + 1])
@@ -290,27 +295,8 @@ class Vocabulary:
         all_ids = np.zeros(bitmask_words(self.size), np.uint32)
         bit = np.uint32(1) << (token_ids & 31).astype(np.uint32)
         np.bitwise_or.at(all_ids, token_ids >> 5, bit)
-        arrs = (
-            node_byte,
-            depth,
-            subtree_end,
-            tok_start,
-            tok_count,
-            token_ids,
-            child_start,
-            children,
-            rank_at,
-            plain,
-            frontier,
-            frontier_begin,
-            frontier_end,
-            plain_height,
-            all_ids,
-        )
-        for a in arrs:
-            a.setflags(write=False)
         max_depth = int(depth.max()) if depth.shape[0] else 0
-        return TokenTrie(
+        trie = TokenTrie(
             node_byte,
             depth,
             subtree_end,
@@ -329,3 +315,8 @@ class Vocabulary:
             plain_height,
             all_ids,
         )
+        for f in fields(trie):
+            value = getattr(trie, f.name)
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+        return trie

@@ -20,6 +20,7 @@ Two kinds of model:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,10 +209,10 @@ def _causal(
                 ids = torch.tensor([out or [vocab.eos_token_ids[0]]], dtype=torch.long)
                 row = model(input_ids=ids).logits[0, -1].to(torch.float64)
             row[vocab.size :] = -torch.inf
-            # the model's best, then a single-byte token per byte class: while the hole
-            # fits, one of those keeps it fitting
-            fallback = [int(t) for t in checker.candidates(out, len(out))]
-            order = _ranked(row, temperature, gen) + fallback
+            # the model's best, then the checker's candidates (computed only if needed):
+            # while the hole fits, one of those keeps it fitting
+            fallback = (int(t) for t in checker.candidates(out, len(out)))
+            order = itertools.chain(_ranked(row, temperature, gen), fallback)
             closing = tail[0] if tail and tail[0] != MASK else None
             chosen = None
             for t in order:

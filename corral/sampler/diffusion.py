@@ -142,8 +142,10 @@ def diffusion_decode(
         )
 
     from ..automata.completion import RegularChecker
+    from .dingo import finishable
 
-    tdfa = checker.tdfa if isinstance(checker, RegularChecker) else None
+    regular = checker if isinstance(checker, RegularChecker) else None
+    tdfa = regular.tdfa if regular is not None else None
 
     def accept(pos: int, tok: int) -> bool:
         if checker is None:
@@ -162,6 +164,11 @@ def diffusion_decode(
 
     for b in range(n_blocks):
         lo, hi = b * block_length, (b + 1) * block_length
+        if regular is not None and tdfa is not None:
+            # fixed for the whole block: the state after the earlier (complete) blocks,
+            # and the states from which the positions after it can finish
+            q0 = int(np.flatnonzero(regular.states_before(slots, lo))[0])
+            ends = finishable(tdfa, gen_length - hi)
         s = 0
         while True:
             masked = [i for i in range(lo, hi) if slots[i] == -1]
@@ -177,7 +184,7 @@ def diffusion_decode(
             logits = _restrict(logits, vocab_size, banned)
             if tdfa is not None:  # regular constraint: the block's proposals by DINGO
                 props, conf = _propose_dingo(
-                    logits, slots, lo, hi, masked, temperature, tdfa, checker, gen
+                    logits, slots, lo, hi, masked, temperature, tdfa, q0, ends, gen
                 )
                 stats["dingo"] = stats.get("dingo", 0) + 1
             else:
@@ -244,15 +251,16 @@ def _propose_dingo(
     masked: list[int],
     temperature: float,
     tdfa: Any,
-    checker: Any,
+    q0: int,
+    ends: np.ndarray,
     gen: torch.Generator,
 ) -> tuple[list[int], torch.Tensor]:
     """Proposals for the masked positions of block ``lo .. hi``: DINGO's most probable
-    valid block (or an exact sample of one at ``temperature > 0``) given the known
-    positions, ending where the positions after the block can still finish."""
+    valid block (or an exact sample of one at ``temperature > 0``) from DFA state ``q0``
+    given the known positions, ending in a state of ``ends``."""
     import torch
 
-    from .dingo import dingo_argmax, dingo_sample, finishable
+    from .dingo import dingo_argmax, dingo_sample
 
     block = logits[lo:hi]
     scaled = block / temperature if temperature > 0 else block
@@ -261,9 +269,6 @@ def _propose_dingo(
         if slots[i] != -1:
             logp[i - lo] = -np.inf
             logp[i - lo, slots[i]] = 0.0
-    before = checker.states_before(slots, lo)
-    q0 = int(np.flatnonzero(before)[0])  # earlier blocks are all known: one state
-    ends = finishable(tdfa, len(slots) - hi)
     if temperature > 0:
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
         toks, _ = dingo_sample(logp, tdfa, q0, ends=ends, rng=np.random.default_rng(seed))

@@ -185,14 +185,9 @@ def lexer_state_walk(
             x += 1
             continue
         if lex_accept[s] != 0:
-            ch = x + 1
-            while ch < se:
-                b = node_byte[ch]
-                if lex_trans[s, byte_class[b]] < 0 and _follows(follow, t, b):
-                    ends[2 * n_ends] = x
-                    ends[2 * n_ends + 1] = ch
-                    n_ends += 1
-                ch = subtree_end[ch]
+            n_ends = _add_ends(
+                lex_trans, byte_class, follow, t, node_byte, subtree_end, s, x, ends, n_ends
+            )
         elif se - x > _MIN_JUMP:
             r = run[s]
             if r < 0:
@@ -206,6 +201,21 @@ def lexer_state_walk(
                 continue
         x += 1
     return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_ends(lex_trans, byte_class, follow, t, node_byte, subtree_end, s, x, ends, n_ends):  # type: ignore[no-untyped-def]
+    """Record the end edges below node ``x`` (accepting state ``s``): each child whose
+    byte the lexeme cannot read and that may follow terminal ``t``. Returns the count."""
+    ch = x + 1
+    while ch < subtree_end[x]:
+        b = node_byte[ch]
+        if lex_trans[s, byte_class[b]] < 0 and _follows(follow, t, b):
+            ends[2 * n_ends] = x
+            ends[2 * n_ends + 1] = ch
+            n_ends += 1
+        ch = subtree_end[ch]
+    return n_ends
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -286,14 +296,9 @@ def _walk_all(
                 continue
             states[d] = s
         if lex_accept[s] != 0 and subtree_end[x] > x + 1:
-            ch = x + 1
-            while ch < subtree_end[x]:
-                b = node_byte[ch]
-                if lex_trans[s, byte_class[b]] < 0 and _follows(follow, t, b):
-                    ends[2 * n_ends] = x
-                    ends[2 * n_ends + 1] = ch
-                    n_ends += 1
-                ch = subtree_end[ch]
+            n_ends = _add_ends(
+                lex_trans, byte_class, follow, t, node_byte, subtree_end, s, x, ends, n_ends
+            )
         x += 1
     return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
 
