@@ -20,6 +20,7 @@ import numpy as np
 from ..grammar.ir import Grammar
 from .bitmask import bitmask_words
 from .state_cache import StateEntry
+from .subtree_memo import SubtreeMemo
 from .tables import Tables, build_tables
 from .vocabulary import SPECIAL, Vocabulary
 
@@ -59,6 +60,7 @@ class CompiledGrammar:
         self._kinds = vocab.kinds
         self._special_term_of_token = {tok: name for name, tok in special_terms.items()}
         self._scratch: tuple[np.ndarray, ...] | None = None
+        self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
 
     def __repr__(self) -> str:
         return (
@@ -121,15 +123,19 @@ class CompiledGrammar:
                 np.zeros(2 * max(1, trie.n_nodes), np.int32),
                 np.full(G, -1, np.int32),
                 np.full(G, -3, np.int32),
+                np.zeros((G, 2), np.int64),
                 np.zeros(G, np.int32),
             )
-        dead, ends_buf, run, step, skip = self._scratch
+        dead, ends_buf, run, step, excl, skip = self._scratch
+        sm = self._subtrees
         n_dead, n_ends, n_tok = lexer_state_walk(
             lt.gt, lt.lex_trans, trie.node_byte, trie.depth_small, trie.subtree_end,
             trie.rank_at, trie.max_depth, trie.plain, trie.frontier,
-            trie.frontier_begin, trie.frontier_end, trie.plain_height,
-            run, step, skip, g, dead, ends_buf,
+            trie.frontier_begin, trie.frontier_end, trie.plain_height, trie.plain_below,
+            run, step, excl, skip, trie.large_index, sm.state, sm.entry, sm.entries, sm.store,
+            sm.ctl, g, dead, ends_buf,
         )  # fmt: skip
+        sm.grow_if_full()
         ends = (
             _end_block(ends_buf[: 2 * n_ends].reshape(-1, 2), trie.node_byte)
             if n_ends

@@ -40,7 +40,12 @@ class TokenTrie:
     Walks skip runs of *plain* bytes (printable ASCII but ``"`` and ``\\``, what a JSON
     string holds unescaped) from lexer states that loop on all of them: node ``i``'s
     first non-plain descendants are ``frontier[frontier_begin[i] : frontier_end[i]]``;
-    ``plain_height[i]`` is the length of the longest all-plain path down from it.
+    ``plain_height[i]`` is the length of the longest all-plain path down from it, and
+    ``plain_below[i]`` the set of bytes on those paths.
+
+    Nodes with at least ``MEMO_MIN`` nodes in their subtree are numbered ``0 ..
+    n_large``, in preorder, by ``large_index`` (-1 for the others): walks remember
+    what they found below these (``subtree_memo.SubtreeMemo``).
     """
 
     node_byte: np.ndarray  # uint8 [n_nodes]
@@ -59,7 +64,10 @@ class TokenTrie:
     frontier_begin: np.ndarray  # int32 [n_nodes]
     frontier_end: np.ndarray  # int32 [n_nodes]
     plain_height: np.ndarray  # int32 [n_nodes]: nodes on the longest plain path down from i
+    plain_below: np.ndarray  # int64 [n_nodes, 2]: bit set of the bytes on those paths
     all_ids: np.ndarray  # uint32 [ceil(vocab_size / 32)]: id bitmask of every trie token
+    large_index: np.ndarray  # int32 [n_nodes]: index among the large nodes, or -1
+    n_large: int
 
     @property
     def n_nodes(self) -> int:
@@ -270,7 +278,8 @@ class Vocabulary:
 
     def _build_trie(self) -> TokenTrie:
         from .bitmask import bitmask_words
-        from .kernels.trie import build_trie, plain_frontier
+        from .kernels.mask import MEMO_MIN
+        from .kernels.trie import build_trie, plain_bytes_below, plain_frontier
 
         ids = [i for i in range(self.size) if self._kinds[i] == NORMAL]
         ids.sort(key=self._token_bytes.__getitem__)
@@ -292,10 +301,14 @@ class Vocabulary:
         frontier, frontier_begin, frontier_end, plain_height = plain_frontier(
             node_byte, parent, subtree_end, plain
         )
+        plain_below = plain_bytes_below(node_byte, parent, plain)
         all_ids = np.zeros(bitmask_words(self.size), np.uint32)
         bit = np.uint32(1) << (token_ids & 31).astype(np.uint32)
         np.bitwise_or.at(all_ids, token_ids >> 5, bit)
         max_depth = int(depth.max()) if depth.shape[0] else 0
+        large = subtree_end - np.arange(n, dtype=np.int32) >= MEMO_MIN
+        large[0] = False  # the root's walk is the lexer state's cache itself
+        large_index = np.where(large, np.cumsum(large) - 1, -1).astype(np.int32)
         trie = TokenTrie(
             node_byte,
             depth,
@@ -313,7 +326,10 @@ class Vocabulary:
             frontier_begin,
             frontier_end,
             plain_height,
+            plain_below,
             all_ids,
+            large_index,
+            int(large.sum()),
         )
         for f in fields(trie):
             value = getattr(trie, f.name)

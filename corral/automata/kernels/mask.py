@@ -7,7 +7,7 @@ by the lexeme item of the current set they start from:
    the lexer state ``g`` only, so it is computed once per ``g`` by a trie walk and cached
    (the context-independent part);
 2. the lexeme ends inside the token, at an "end edge" recorded for ``g`` (a trie node where
-   the lexeme can end, and a child whose byte may follow the terminal): the chart after
+   the lexeme can end, and a child whose byte it cannot read): the chart after
    that completion depends on the parser, so it is built with one Earley step, and the
    subtree below the edge is walked with the DFA of each lexeme that may start there,
    recursing where that lexeme ends in turn. Parser work happens only at lexeme
@@ -16,10 +16,11 @@ by the lexeme item of the current set they start from:
 Pruning. Tokens are numbered by rank (their position in the trie's byte order), so every
 trie subtree is a contiguous rank range. The mask is also kept in rank space, and a walk
 skips any subtree whose tokens are all allowed already (typically by part 1: with
-adjacent lexemes, ``ab`` is one identifier and also two). End edges need a child byte in
-the terminal's FOLLOW set; a completion set is reused while the set it came from is
-unchanged (versions per nesting level); and a memo of explored (trie node, set hash, lexer
-state) triples keeps ambiguous splits (``a+ a+``) polynomial. When the memo fills up the
+adjacent lexemes, ``ab`` is one identifier and also two). End edges are entered only
+where a lexeme item of the set can start with the child's byte; a completion set is
+reused while the set it came from is unchanged (versions per nesting level); and a memo
+of explored (trie node, set hash, lexer state) triples keeps ambiguous splits (``a+ a+``)
+polynomial. When the memo fills up the
 kernel returns ``ERR_MEMO`` and the caller retries with a larger one: it never gives up
 or guesses.
 
@@ -57,6 +58,10 @@ KIND_MISSING, KIND_DENSE, KIND_SPARSE = 0, 1, 2
 M_KIND, M_IDX, M_LEN, M_ENDS, M_NENDS = 0, 1, 2, 3, 4
 
 _MIN_JUMP = 16  # skip plain runs only below nodes with a larger subtree (else walk them)
+MAX_EXCEPT = 8  # plain bytes a state may send elsewhere and still skip runs of the others
+MEMO_MIN = 48  # remember a walk's result below nodes with at least this many nodes
+# subtree memo control slots: entries, store used, grow wanted, hits
+SM_ENTRIES, SM_USED, SM_GROW, SM_HITS = 0, 1, 2, 3
 MEMO_SIZE = 4096  # initial slots of the memo of explored (node, set hash, lexer state)
 _MEMO_PROBES = 16
 
@@ -92,9 +97,17 @@ def lexer_state_walk(
     frontier_begin,
     frontier_end,
     plain_height,
+    plain_below,
     run,
     step,
+    excl,
     skip,
+    large_index,
+    sm_state,
+    sm_entry,
+    sm_ent,
+    sm_store,
+    sm_ctl,
     g,
     dead,
     ends,
@@ -103,42 +116,62 @@ def lexer_state_walk(
 
     Writes into ``dead`` (as ``lo, hi`` pairs of ranks, ascending and disjoint) the tokens
     whose bytes kill the lexeme: every other token keeps it alive. Writes into ``ends``
-    (as ``x, child`` pairs) every edge where the lexeme ends: ``x`` (the root included)
-    leaves it in an accepting state that cannot read the child's byte, and that byte may
-    follow the terminal. Returns ``(n_dead_pairs, n_end_pairs, n_alive)``. ``max_depth``: the
-    trie's greatest depth.
+    (as ``x, child`` pairs) every edge where the lexeme can end: ``x`` (the root
+    included) leaves it in an accepting state that cannot read the child's byte. Whether
+    that byte may follow the terminal is decided where the edges are used (``_walk_below``
+    only enters children whose byte a lexeme item of the parse can start with), so the
+    result depends on the lexer state's transitions alone and is shared by the states
+    of any grammar that read bytes alike. Returns ``(n_dead_pairs, n_end_pairs,
+    n_alive)``. ``max_depth``: the trie's greatest depth.
 
     Tokens are decided by subtree, not one by one: a node where the lexeme dies kills its
     whole subtree, whose ranks are one range (``rank_at``, see ``TokenTrie``).
 
-    Plain runs are skipped. Where every plain byte (``plain[b] != 0``) takes state ``s``
-    to one state ``f(s)`` (inside a string, typically: ``f(s) = s``, or the next count
-    under a ``maxLength``), a plain path of length ``i`` below a node in state ``s`` ends
-    in ``f^i(s)``. When those states live and do not accept for every ``i`` up to the
-    longest plain path below the node (``plain_height``), every token on such a path
+    Plain runs are skipped. Where every plain byte (``plain[b] != 0``) but a few
+    *exceptions* (at most ``MAX_EXCEPT``) takes state ``s`` to one state ``f(s)``
+    (inside a string, typically: ``f(s) = s``, or the next count under a ``maxLength``;
+    exceptions: the space under ``\\S+``, ``/`` under ``[^/]+``), a plain path of length
+    ``i`` that avoids the exceptions, below a node in state ``s``, ends in ``f^i(s)``.
+    When those states live and do not accept for every ``i`` up to the longest plain
+    path below the node (``plain_height``), and no byte on those paths
+    (``plain_below``) is an exception of a state on the way, every token on such a path
     lives and no lexeme ends on one, so the walk jumps straight to the node's frontier,
     its first non-plain descendants, listed in ``frontier[frontier_begin[x] :
     frontier_end[x]]`` (``kernels.trie.plain_frontier``).
 
-    ``run``, ``step`` and ``skip`` (``int32 [G]``, filled with -1, -3 and 0 before the
-    first walk of a grammar, then kept) memoise per lexer state: how many plain steps
-    ``f, f^2, ...`` stay alive and do not accept; ``f`` (-1: dead, -2: the plain bytes
-    disagree); whether some state reachable from it starts a plain run (1 yes, 2 no).
+    ``run``, ``step``, ``excl`` and ``skip`` (``int32 [G]`` filled with -1, -3 and 0,
+    and ``int64 [G, 2]`` zeros, before the first walk of a grammar, then kept) memoise
+    per lexer state: how many plain steps ``f, f^2, ...`` stay alive and do not accept;
+    ``f`` (-1: dead, -2: too many exceptions); the exceptions of the states on those
+    steps, as a bit set of ASCII bytes; whether some state reachable from it starts a
+    plain run (1 yes, 2 no).
+
+    Subtrees are remembered across walks. The walk below a node depends only on the
+    node and the lexer state there, and states of different walks often meet a byte or
+    two down (an unanchored ``[a-f0-9]{24}`` counts hex digits: from every count, a
+    non-hex byte leads back to count 0). Each large node (``large_index``: at least
+    ``MEMO_MIN`` nodes below) remembers the state the last walk reached it in; a walk
+    that reaches it in the same state again stores the dead ranges and end edges it finds
+    below it in the grammar's subtree memo (``sm_*``, see ``memo_keep``), and later
+    walks reaching it in that state copy them and jump over the subtree. Storing only on
+    a repeat keeps walks whose states never meet (a ``maxLength`` count) from paying for
+    it.
     """
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
     n_states = gt[H_G]
     lex_accept = gt[gt[H_LEX_ACCEPT] : gt[H_LEX_ACCEPT] + n_states]
-    follow = gt[gt[H_FOLLOW_BYTES] :]
-    t = gt[gt[H_LEX_TERM] + g]
     states = np.empty(max_depth + 2, np.int32)
     states[0] = g
     cap = max_depth + 1
     if skip[g] == 0:
-        skip[g] = 1 if _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, g, cap) else 2
+        skip[g] = (
+            1 if _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, excl, g, cap) else 2
+        )
     if skip[g] == 2:
         return _walk_all(
-            lex_trans, byte_class, lex_accept, follow, t, node_byte, depth, subtree_end,
-            rank_at, states, g, dead, ends,
+            lex_trans, byte_class, lex_accept, node_byte, depth, subtree_end,
+            rank_at, states, g, dead, ends, large_index, sm_state, sm_entry, sm_ent, sm_store,
+            sm_ctl,
         )  # fmt: skip
     # jumps in progress: node jumped from, frontier cursor and end, end of the subtree of
     # the frontier node being walked
@@ -147,12 +180,19 @@ def lexer_state_walk(
     cend = np.empty(max_depth + 2, np.int32)
     lim = np.empty(max_depth + 2, np.int32)
     sp = 0
+    # subtrees being remembered: node, state, first dead pair, first end pair
+    open_ = np.empty((max_depth + 2, 4), np.int32)
+    n_open = 0
     n_nodes = node_byte.shape[0]
     n_dead = 0
     n_dead_tok = 0
     n_ends = 0
     x = 0
     while True:
+        while n_open > 0 and x >= subtree_end[open_[n_open - 1, 0]]:
+            n_open -= 1
+            memo_keep(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_[n_open], rank_at,
+                      dead, n_dead, ends, n_ends)  # fmt: skip
         if sp > 0 and x >= lim[sp - 1]:
             o = own[sp - 1]
             c = cur[sp - 1] + 1
@@ -184,15 +224,28 @@ def lexer_state_walk(
         if se == x + 1:
             x += 1
             continue
+        li = large_index[x]
+        if li >= 0:
+            e = _memo_at(sm_state, sm_entry, li, s)
+            if e >= 0:
+                n_dead, n_dead_tok, n_ends = memo_use(
+                    sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
+                )
+                x = se
+                continue
+            if e == -1:
+                n_open = _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at)
         if lex_accept[s] != 0:
-            n_ends = _add_ends(
-                lex_trans, byte_class, follow, t, node_byte, subtree_end, s, x, ends, n_ends
-            )
+            n_ends = _add_ends(lex_trans, byte_class, node_byte, subtree_end, s, x, ends, n_ends)
         elif se - x > _MIN_JUMP:
             r = run[s]
             if r < 0:
-                r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, s, cap)
-            if r >= plain_height[x]:
+                r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap)
+            if (
+                r >= plain_height[x]
+                and (plain_below[x, 0] & excl[s, 0]) == 0
+                and (plain_below[x, 1] & excl[s, 1]) == 0
+            ):
                 own[sp] = x
                 cur[sp] = frontier_begin[x] - 1
                 cend[sp] = frontier_end[x]
@@ -204,13 +257,13 @@ def lexer_state_walk(
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add_ends(lex_trans, byte_class, follow, t, node_byte, subtree_end, s, x, ends, n_ends):  # type: ignore[no-untyped-def]
+def _add_ends(lex_trans, byte_class, node_byte, subtree_end, s, x, ends, n_ends):  # type: ignore[no-untyped-def]
     """Record the end edges below node ``x`` (accepting state ``s``): each child whose
-    byte the lexeme cannot read and that may follow terminal ``t``. Returns the count."""
+    byte the lexeme cannot read. Returns the count."""
     ch = x + 1
     while ch < subtree_end[x]:
         b = node_byte[ch]
-        if lex_trans[s, byte_class[b]] < 0 and _follows(follow, t, b):
+        if lex_trans[s, byte_class[b]] < 0:
             ends[2 * n_ends] = x
             ends[2 * n_ends + 1] = ch
             n_ends += 1
@@ -236,7 +289,7 @@ def _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end):  # type: ignor
 
 
 @njit(cache=True, nogil=True)
-def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, g, cap):  # type: ignore[no-untyped-def]
+def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, excl, g, cap):  # type: ignore[no-untyped-def]
     """Whether some state the lexer can reach from ``g`` starts a plain run."""
     n_states = lex_trans.shape[0]
     seen = np.zeros(n_states, np.uint8)
@@ -250,7 +303,7 @@ def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, g, cap):  # t
         if lex_accept[s] == 0:
             r = run[s]
             if r < 0:
-                r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, s, cap)
+                r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap)
             if r > 0:
                 return True
         for c in range(lex_trans.shape[1]):
@@ -267,8 +320,6 @@ def _walk_all(
     lex_trans,
     byte_class,
     lex_accept,
-    follow,
-    t,
     node_byte,
     depth,
     subtree_end,
@@ -277,16 +328,28 @@ def _walk_all(
     g,
     dead,
     ends,
+    large_index,
+    sm_state,
+    sm_entry,
+    sm_ent,
+    sm_store,
+    sm_ctl,
 ):  # type: ignore[no-untyped-def]
     """``lexer_state_walk`` without plain-run skipping (no state the walk can reach starts
-    one): every live node is visited."""
+    one): every live node is visited, except subtrees found in the memo."""
     n_nodes = node_byte.shape[0]
+    open_ = np.empty((states.shape[0], 4), np.int32)
+    n_open = 0
     n_dead = 0
     n_dead_tok = 0
     n_ends = 0
     x = 0
     s = g
     while x < n_nodes:
+        while n_open > 0 and x >= subtree_end[open_[n_open - 1, 0]]:
+            n_open -= 1
+            memo_keep(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_[n_open], rank_at,
+                      dead, n_dead, ends, n_ends)  # fmt: skip
         if x != 0:
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
@@ -295,45 +358,184 @@ def _walk_all(
                 x = subtree_end[x]
                 continue
             states[d] = s
+            li = large_index[x]
+            if li >= 0:
+                e = _memo_at(sm_state, sm_entry, li, s)
+                if e >= 0:
+                    n_dead, n_dead_tok, n_ends = memo_use(
+                        sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
+                    )
+                    x = subtree_end[x]
+                    continue
+                if e == -1:
+                    n_open = _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at)
         if lex_accept[s] != 0 and subtree_end[x] > x + 1:
-            n_ends = _add_ends(
-                lex_trans, byte_class, follow, t, node_byte, subtree_end, s, x, ends, n_ends
-            )
+            n_ends = _add_ends(lex_trans, byte_class, node_byte, subtree_end, s, x, ends, n_ends)
         x += 1
+    while n_open > 0:
+        n_open -= 1
+        memo_keep(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_[n_open], rank_at,
+                  dead, n_dead, ends, n_ends)  # fmt: skip
     return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _plain_step(lex_trans, byte_class, plain, step, s):  # type: ignore[no-untyped-def]
-    """The state every plain byte takes ``s`` to (-1: dead), or -2 if they differ."""
+def _memo_at(sm_state, sm_entry, i, s):  # type: ignore[no-untyped-def]
+    """At large node ``i`` in state ``s``: the memo entry to copy (>= 0), -1 if this
+    walk should store one (the node was last reached in ``s`` too), or -2 (the node is
+    now marked with ``s``)."""
+    if sm_state[i] == s:
+        return sm_entry[i] if sm_entry[i] >= 0 else -1
+    sm_state[i] = s
+    sm_entry[i] = -1
+    return -2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at):  # type: ignore[no-untyped-def]
+    """Start remembering the walk below node ``x`` (state ``s``); returns the open count.
+    The first dead pair is the last one so far if the next dead subtree would extend it."""
+    open_[n_open, 0] = x
+    open_[n_open, 1] = s
+    merge = n_dead > 0 and dead[2 * n_dead - 1] == rank_at[x]
+    open_[n_open, 2] = n_dead - 1 if merge else n_dead
+    open_[n_open, 3] = n_ends
+    return n_open + 1
+
+
+@njit(cache=True, nogil=True)
+def memo_keep(
+    large_index, sm_entry, sm_ent, sm_store, sm_ctl, op, rank_at, dead, n_dead, ends, n_ends
+):  # type: ignore[no-untyped-def]
+    """Store the walk below node ``op[0]`` (in state ``op[1]``): its dead pairs (from
+    index ``op[2]``, clipped to the node's ranks) and end pairs (from ``op[3]``).
+
+    Memo layout: per large node ``i`` (``large_index``), ``sm_state[i]``: the state it
+    was last reached in (-1: never), ``sm_entry[i]``: the entry stored for it in that
+    state (-1: none); ``sm_ent`` ``int32 [E, 4]``: first dead pair and count, first end
+    pair and count, as offsets into ``sm_store``. When ``sm_ent`` or ``sm_store`` is full
+    nothing is stored and ``sm_ctl[SM_GROW]`` is set: the caller grows them before the
+    next walk.
+    """
+    x = op[0]
+    lo_rank = rank_at[x]
+    n_d = n_dead - op[2]
+    n_e = n_ends - op[3]
+    n_ent = sm_ctl[SM_ENTRIES]
+    used = sm_ctl[SM_USED]
+    if n_ent >= sm_ent.shape[0] or used + 2 * (n_d + n_e) > sm_store.shape[0]:
+        sm_ctl[SM_GROW] = 1
+        return
+    d0 = used
+    k = 0
+    for i in range(op[2], n_dead):
+        lo = max(dead[2 * i], lo_rank)
+        hi = dead[2 * i + 1]
+        if lo < hi:
+            sm_store[used] = lo
+            sm_store[used + 1] = hi
+            used += 2
+            k += 1
+    e0 = used
+    for i in range(op[3], n_ends):
+        sm_store[used] = ends[2 * i]
+        sm_store[used + 1] = ends[2 * i + 1]
+        used += 2
+    sm_ent[n_ent, 0] = d0
+    sm_ent[n_ent, 1] = k
+    sm_ent[n_ent, 2] = e0
+    sm_ent[n_ent, 3] = n_e
+    sm_entry[large_index[x]] = n_ent
+    sm_ctl[SM_ENTRIES] = n_ent + 1
+    sm_ctl[SM_USED] = used
+
+
+@njit(cache=True, nogil=True, inline="always")
+def memo_use(sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends):  # type: ignore[no-untyped-def]
+    """Append memo entry ``e``'s dead pairs and end pairs to the walk's output; returns
+    the new ``(n_dead, n_dead_tok, n_ends)``."""
+    sm_ctl[SM_HITS] += 1
+    a = sm_ent[e, 0]
+    for i in range(sm_ent[e, 1]):
+        lo = sm_store[a + 2 * i]
+        hi = sm_store[a + 2 * i + 1]
+        n_dead_tok += hi - lo
+        if n_dead > 0 and dead[2 * n_dead - 1] == lo:
+            dead[2 * n_dead - 1] = hi
+        else:
+            dead[2 * n_dead] = lo
+            dead[2 * n_dead + 1] = hi
+            n_dead += 1
+    a = sm_ent[e, 2]
+    for i in range(sm_ent[e, 3]):
+        ends[2 * n_ends] = sm_store[a + 2 * i]
+        ends[2 * n_ends + 1] = sm_store[a + 2 * i + 1]
+        n_ends += 1
+    return n_dead, n_dead_tok, n_ends
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _plain_step(lex_trans, byte_class, plain, step, excl, s):  # type: ignore[no-untyped-def]
+    """The state ``f(s)`` that plain bytes take ``s`` to (-1: all die; -2: no one state
+    takes all but ``MAX_EXCEPT`` of them). The plain bytes that go elsewhere (the
+    *exceptions*) are written as a bit set into ``excl[s]``."""
     if step[s] == -3:
-        f = -3
-        for b in range(256):
+        f = -1
+        best = 0
+        for b in range(128):
+            if plain[b] == 0:
+                continue
+            t = lex_trans[s, byte_class[b]]
+            if t < 0 or t == f:
+                continue
+            n = 0
+            for b2 in range(128):
+                if plain[b2] != 0 and lex_trans[s, byte_class[b2]] == t:
+                    n += 1
+            if n > best:
+                best = n
+                f = t
+        n_plain = 0
+        e0 = np.int64(0)
+        e1 = np.int64(0)
+        for b in range(128):
             if plain[b] != 0:
-                t = lex_trans[s, byte_class[b]]
-                if f == -3:
-                    f = t
-                elif t != f:
-                    f = -2
-                    break
-        step[s] = -2 if f == -3 else f
+                n_plain += 1
+                if f < 0 or lex_trans[s, byte_class[b]] != f:
+                    if b < 64:
+                        e0 |= np.int64(1) << b
+                    else:
+                        e1 |= np.int64(1) << (b - 64)
+        excl[s, 0] = e0
+        excl[s, 1] = e1
+        if f >= 0 and n_plain - best > MAX_EXCEPT:
+            f = -2
+        step[s] = f
     return step[s]
 
 
 @njit(cache=True, nogil=True)
-def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, s, cap):  # type: ignore[no-untyped-def]
-    """How many plain steps from ``s`` (up to ``cap``) reach live, non-accepting states."""
+def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap):  # type: ignore[no-untyped-def]
+    """How many plain steps from ``s`` (up to ``cap``) reach live, non-accepting states
+    by ``f``. Afterwards ``excl[s]`` holds the exceptions of every state on those steps:
+    a plain path that avoids them follows ``f``."""
     if run[s] >= 0:
         return run[s]
     # follow the chain until it ends, repeats (a loop: unbounded) or reaches a known run
     n = 0
     t = s
+    e0 = np.int64(0)
+    e1 = np.int64(0)
     while n < cap:
-        f = _plain_step(lex_trans, byte_class, plain, step, t)
+        f = _plain_step(lex_trans, byte_class, plain, step, excl, t)
         if f < 0 or lex_accept[f] != 0:
             break
+        e0 |= excl[t, 0]
+        e1 |= excl[t, 1]
         if run[f] >= 0:
             n = min(cap, n + 1 + run[f])
+            e0 |= excl[f, 0]
+            e1 |= excl[f, 1]
             break
         if f in (s, t):
             n = cap
@@ -341,6 +543,8 @@ def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, s, cap):  # 
         n += 1
         t = f
     run[s] = n
+    excl[s, 0] = e0
+    excl[s, 1] = e1
     return n
 
 

@@ -2,9 +2,11 @@
 
 Two lexer states whose descriptions are equal have equal token caches (``mask.py``,
 part 1): the trie walk from a state reads at most ``max_depth`` bytes, and the
-description records every transition a walk that long can take, which states accept, and
-the FOLLOW bytes of the state's terminal. That holds across grammars too, so token caches
-can be shared by every grammar compiled for one vocabulary (``state_cache.py``).
+description records every transition a walk that long can take and which states accept.
+(The FOLLOW bytes of the terminal are not part of it: the walk records every place where
+a lexeme can end, whatever may follow it.) That holds
+across grammars too, so token caches can be shared by every grammar compiled for one
+vocabulary (``state_cache.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..tables import H_BYTE_CLASS, H_FOLLOW_BYTES, H_G, H_LEX_ACCEPT, H_LEX_TERM
+from ..tables import H_BYTE_CLASS, H_G, H_LEX_ACCEPT
 
 
 @njit(cache=True, nogil=True)
@@ -21,9 +23,9 @@ def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no
 
     States reachable from ``g`` are numbered in breadth-first order (bytes ascending), so
     the numbering depends only on the language, not on how the grammar laid the states
-    out. The output is the 8 FOLLOW words of ``g``'s terminal, then for each numbered
-    state: its accepting flag and, if it lies less than ``max_depth`` bytes from ``g``,
-    its transitions as runs ``(first byte, target number or -1)``, ended by ``256``.
+    out. The output is, for each numbered state: its accepting flag and, if it lies less
+    than ``max_depth`` bytes from ``g``, its transitions as runs ``(first byte, target
+    number or -1)``, ended by ``256``.
     Returns an empty array when more than ``max_states`` states would be described (the
     description would cost more than it saves).
     """
@@ -31,8 +33,6 @@ def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no
     n_classes = lex_trans.shape[1]
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
     lex_accept = gt[H_LEX_ACCEPT]
-    t = gt[gt[H_LEX_TERM] + g]
-    follow = gt[H_FOLLOW_BYTES]
     number = np.full(n_states, -1, np.int32)  # lexer state -> breadth-first number
     of_class = np.empty(n_classes, np.int32)
     run_start = np.empty(256, np.int32)
@@ -49,9 +49,6 @@ def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no
     n_queued = 1
     out = np.empty(64, np.int32)
     n_out = 0
-    for w in range(8):
-        out[n_out] = gt[follow + t * 8 + w]
-        n_out += 1
     head = 0
     while head < n_queued:
         s = queue[head]

@@ -131,3 +131,23 @@ def plain_frontier(
             if h[y] + 1 > h[p]:
                 h[p] = h[y] + 1
     return nodes, begin, end, h
+
+
+@njit(cache=True, nogil=True)
+def plain_bytes_below(node_byte: np.ndarray, parent: np.ndarray, plain: np.ndarray) -> np.ndarray:
+    """Per node, the plain bytes on its plain paths down (up to its frontier).
+
+    Returns ``int64 [n_nodes, 2]``: bit ``b`` of word ``b >> 6`` is set for node ``x``
+    when some descendant ``y`` reached from ``x`` through plain nodes only (``y``
+    included) has byte ``b``. Plain bytes are ASCII, so two words hold them.
+    """
+    n = node_byte.shape[0]
+    below = np.zeros((n, 2), np.int64)
+    for y in range(n - 1, 0, -1):
+        b = node_byte[y]
+        if plain[b] != 0:
+            p = parent[y]
+            below[p, 0] |= below[y, 0]
+            below[p, 1] |= below[y, 1]
+            below[p, b >> 6] |= np.int64(1) << (b & 63)
+    return below

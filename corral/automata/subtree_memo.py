@@ -1,0 +1,72 @@
+"""The subtree memo shared by one grammar's lexer-state walks.
+
+A walk of the token trie below a node depends only on that node and the lexer state in
+which the walk reaches it. Walks from different lexer states of one grammar often meet in
+the same (node, state) pair a byte or two down: every count of an unanchored
+``[a-f0-9]{24}`` goes back to count 0 on a non-hex byte. The walk kernel
+(``kernels.mask.lexer_state_walk``) marks each large trie node with the state it reached
+it in; when a walk reaches a node in its marked state again it stores what it found below
+it, and later walks reaching it in that state copy that instead of walking the subtree.
+
+The entry and pair arrays start small and grow when a walk reports that they were full,
+up to ``max_bytes``; past that, walks stop storing (stored entries stay in use).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_START_ENTRIES = 256
+_CTL_SLOTS = 4
+DEFAULT_MAX_BYTES = 32 << 20  # per grammar
+
+
+class SubtreeMemo:
+    """Arrays of the subtree memo, for a trie with ``n_large`` large nodes.
+
+    ``state`` and ``entry`` (``int32 [n_large]``): the lexer state each large node was
+    last reached in (-1: never) and the entry stored for it in that state (-1: none);
+    ``entries`` (``int32 [E, 4]``): first dead pair, count, first end pair, count, as
+    offsets into ``store`` (``int32``, the pairs); ``ctl`` (``int64 [4]``): counters, see
+    ``kernels.mask.SM_*``.
+    """
+
+    def __init__(self, n_large: int, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.state = np.full(n_large, -1, np.int32)
+        self.entry = np.full(n_large, -1, np.int32)
+        self.entries = np.zeros((_START_ENTRIES, 4), np.int32)
+        self.store = np.zeros(16 * _START_ENTRIES, np.int32)
+        self.ctl = np.zeros(_CTL_SLOTS, np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.state.nbytes + self.entry.nbytes + self.entries.nbytes + self.store.nbytes)
+
+    @property
+    def hits(self) -> int:
+        """How many subtrees walks have copied from the memo."""
+        from .kernels.mask import SM_HITS
+
+        return int(self.ctl[SM_HITS])
+
+    def grow_if_full(self) -> None:
+        """After a walk: double the arrays that filled up, within ``max_bytes``."""
+        from .kernels.mask import SM_ENTRIES, SM_GROW, SM_USED
+
+        if not self.ctl[SM_GROW]:
+            return
+        self.ctl[SM_GROW] = 0
+        n_ent = int(self.ctl[SM_ENTRIES])
+        if (
+            2 * n_ent >= self.entries.shape[0]
+            and self.nbytes + self.entries.nbytes <= self.max_bytes
+        ):
+            grown = np.zeros((2 * self.entries.shape[0], 4), np.int32)
+            grown[:n_ent] = self.entries[:n_ent]
+            self.entries = grown
+        used = int(self.ctl[SM_USED])
+        if 2 * used >= self.store.shape[0] and self.nbytes + self.store.nbytes <= self.max_bytes:
+            grown_store = np.zeros(2 * self.store.shape[0], np.int32)
+            grown_store[:used] = self.store[:used]
+            self.store = grown_store
