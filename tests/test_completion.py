@@ -278,3 +278,40 @@ def test_regular_checker_agrees_with_token_level_brute_force() -> None:
         assert checker.check(slots) == want, slots
         seen[want] += 1
     assert min(seen.values()) >= 30, seen
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_allowed_at_keeps_every_token_the_check_accepts(name: str) -> None:
+    """``allowed_at`` is a filter decoders apply before checking: a token it leaves out
+    must fail the check at that position whatever the other slots hold, and at the first
+    unknown slot of a known prefix it is exactly the next-token mask."""
+    grammar, tokens = CASES[name]
+    vocab = _vocab(tokens)
+    cg = corral.compile(grammar, vocab)
+    checker = CompletionChecker(cg)
+    eos = vocab.eos_token_ids[0]
+    rng = random.Random(f"allowed-{name}")
+    excluded = accepted = 0
+    for _ in range(150):
+        slots = _case(name, vocab, rng)
+        pos = rng.randrange(len(slots))
+        allowed = checker.allowed_at(slots, pos)
+        assert allowed.shape == (vocab.size,) and allowed[eos]
+        for t in range(vocab.size):
+            trial = list(slots)
+            trial[pos] = t
+            if checker.check(trial):
+                accepted += 1
+                assert allowed[t], f"{name}: {slots} pos {pos} token {vocab.token_bytes(t)!r}"
+        excluded += int((~allowed).sum())
+        if MASK not in slots[:pos]:
+            m = cg.matcher()
+            prefix = list(slots[:pos])
+            if eos in prefix or not all(m.try_consume(t) for t in prefix):
+                assert allowed.sum() == 1  # nothing but EOS can follow
+                continue
+            want = np.zeros(vocab.size, bool)
+            want[m.allowed_token_ids()] = True
+            want[eos] = True
+            assert np.array_equal(allowed, want)
+    assert excluded > 100 and accepted > 50, (excluded, accepted)

@@ -114,12 +114,56 @@ class CompletionChecker:
         first_gap = next((i for i in range(end) if slots[i] == MASK), end)
         if not self._advance_prefix(slots[:first_gap]):
             return False
+        ops = self._ops(slots[first_gap : last + 1])
+        if ops is None:
+            return False
+        n_opt = end - max(last + 1, first_gap)
+        return self._run(np.array(ops, np.int64), n_opt)
+
+    def allowed_at(self, slots: Sequence[int], pos: int) -> np.ndarray:
+        """The tokens that can be read at slot ``pos`` after ``slots[:pos]``: ``bool [V]``.
+
+        The slots before ``pos`` are read as in :meth:`check` (an unknown slot is one
+        single-byte token); what comes after ``pos`` is ignored. So a token outside the
+        result fails :meth:`check` wherever it is placed at ``pos``, whatever the other
+        slots hold: a filter that decoders apply before checking, at the cost of one
+        mask. EOS ids are always included (the output may end before ``pos``, which the
+        check decides).
+        """
+        from .kernels.lattice import scan_ops
+
+        c = self.compiled
+        vocab = c.vocab
+        out = np.zeros(c.words, np.uint32)
+        prefix = [int(t) for t in slots[:pos]]
+        for i, t in enumerate(prefix):
+            if t != MASK and not 0 <= t < c.vocab_size:
+                raise ValueError(f"slot {i} holds token id {t}, outside the vocabulary")
+        ended = any(t != MASK and vocab.kinds[t] == EOS for t in prefix)
+        first_gap = next((i for i, t in enumerate(prefix) if t == MASK), pos)
+        if not ended and self._advance_prefix(prefix[:first_gap]):
+            ops = self._ops(prefix[first_gap:])
+            m = self._matcher
+            top = m._n_sets
+            if ops is not None and len(ops):
+                arr = np.array(ops, np.int64)
+                top = m._call(scan_ops, m._n_sets, arr, len(arr), self._classes, self._comp)
+            if ops is not None and top > 0:
+                m._fill_row(out, top)
+        bits = np.unpackbits(out.view(np.uint8), bitorder="little")[: c.vocab_size]
+        allowed = bits.astype(bool)
+        allowed[list(vocab.eos_token_ids)] = True
+        return allowed
+
+    def _ops(self, slots: Sequence[int]) -> list[int] | None:
+        """The lattice ops of known tokens and unknown slots (``None``: a token that
+        cannot be read inside an output)."""
         from .kernels.lattice import OP_GAP, OP_SPECIAL  # numba: loaded on first use
 
-        ops: list[int] = []
         c = self.compiled
-        for i in range(first_gap, last + 1):
-            t = slots[i]
+        kinds = c.vocab.kinds
+        ops: list[int] = []
+        for t in slots:
             if t == MASK:
                 ops.append(OP_GAP)
             elif kinds[t] == NORMAL:
@@ -127,9 +171,8 @@ class CompletionChecker:
             elif kinds[t] == SPECIAL and t in c._special_term_of_token:
                 ops.append(OP_SPECIAL + c.special_start_state(t))
             else:
-                return False
-        n_opt = end - max(last + 1, first_gap)
-        return self._run(np.array(ops, np.int64), n_opt)
+                return None
+        return ops
 
     def _advance_prefix(self, prefix: list[int]) -> bool:
         """Make the kept matcher hold exactly ``prefix`` (rolling back what differs)."""

@@ -124,8 +124,11 @@ class Matcher:
             raise ValueError(f"row {row} is outside the bitmask's batch of {arr.shape[0]}")
         self._fill_row(arr[row].view(np.uint32))
 
-    def _fill_row(self, dst: np.ndarray) -> None:
+    def _fill_row(self, dst: np.ndarray, n_sets: int | None = None) -> None:
+        """The mask after chart sets ``0 .. n_sets-1`` (default: the input so far; more
+        sets are a continuation a kernel scanned into the scratch sets)."""
         c = self.compiled
+        top = self._n_sets if n_sets is None else n_sets
         if self._finished:
             dst[:] = 0
             for e in c.eos_ids.tolist():
@@ -136,7 +139,7 @@ class Matcher:
         while True:
             cmeta, dense, dense_rank, sparse, ends = c.lexer_cache()
             st = self._call(
-                mask.fill_mask, self._n_sets, trie.node_byte, trie.depth, trie.subtree_end,
+                mask.fill_mask, top, trie.node_byte, trie.depth, trie.subtree_end,
                 trie.child_start, trie.children, trie.tok_start, trie.tok_count,
                 trie.token_ids, trie.rank_at, cmeta, dense, dense_rank, sparse, ends,
                 c.eos_ids, states, frames, self._memo, dst, rk,
@@ -144,15 +147,15 @@ class Matcher:
             if st == 0:
                 if (
                     self._check is not None
-                    and self._S[self._n_sets - 1, 2]
+                    and top == self._n_sets
+                    and self._S[top - 1, 2]
                     and not self._passes_final_check()
                 ):
                     for e in c.eos_ids.tolist():
                         dst[e >> 5] &= ~np.uint32(1 << (e & 31))
                 return
             if st > 0:  # a lexer state without a token cache yet
-                top = self._S[self._n_sets - 1, 1], self._S[self._n_sets, 1]
-                c.ensure_cached(self._L[top[0] : top[1], 0])
+                c.ensure_cached(self._L[self._S[top - 1, 1] : self._S[top, 1], 0])
             elif st == mask.ERR_MEMO:
                 if self._memo.shape[0] >= _MAX_MEMO:
                     raise CompileBudgetError(

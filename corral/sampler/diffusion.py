@@ -15,13 +15,16 @@ that the constraint allows given the known positions.
 
 The constraint enters at the commit: a proposal is committed only if the partial output
 can still be completed to a word of the grammar
-(:class:`~corral.automata.completion.CompletionChecker`). A rejected proposal is struck
-from that position's logits and the position proposes again, up to ``max_retries``
-times; then it is left masked for a later step. A step that commits nothing fills the
-leftmost masked position of the block with the first token, in the model's order, that
-passes the check (a single-byte filler always exists while the output is completable),
-so decoding always ends, and ends inside the grammar. The output is the generated
-tokens up to the first EOS.
+(:class:`~corral.automata.completion.CompletionChecker`). Before that, the position's
+logits are narrowed to the tokens that can follow the slots before it
+(``CompletionChecker.allowed_at``, one mask): the others would fail every check, so
+drawing from the narrowed logits only skips proposals the check would refuse. A
+rejected proposal is struck from that position's logits and the position proposes
+again, up to ``max_retries`` times; then it is left masked for a later step. A step
+that commits nothing fills the leftmost masked position of the block with the first
+token, in the model's order, that passes the check (a single-byte filler always exists
+while the output is completable), so decoding always ends, and ends inside the grammar.
+The output is the generated tokens up to the first EOS.
 
 Shapes: ``logits_fn(x)`` takes ``int64 [1, P + gen_length]`` (``P`` prompt tokens) and
 returns ``float [1, P + gen_length, V']`` with ``V' >= len(vocab)``; columns at or above
@@ -53,7 +56,8 @@ class DiffusionResult:
         output: the tokens before the first EOS.
         stats: ``steps`` (model calls), ``checks`` (completability checks), ``rejected``
             (proposals the check refused), ``forced`` (positions filled because a step
-            committed nothing).
+            committed nothing), ``narrowed`` (positions whose logits were narrowed to
+            the tokens that can follow the slots before them).
     """
 
     tokens: list[int]
@@ -131,7 +135,7 @@ def diffusion_decode(
     x = torch.tensor([[*prompt_ids, *(mask_id if t == -1 else t for t in slots)]])
     eos = {int(e) for e in eos_ids}
     banned = np.array(sorted({int(mask_id), *map(int, banned_ids)}), np.int64)
-    stats = {"steps": 0, "checks": 0, "rejected": 0, "forced": 0}
+    stats = {"steps": 0, "checks": 0, "rejected": 0, "forced": 0, "narrowed": 0}
 
     if checker is not None and not checker.check(slots):
         raise ValueError(
@@ -141,11 +145,22 @@ def diffusion_decode(
             "single-byte tokens for the bytes the grammar needs"
         )
 
-    from ..automata.completion import RegularChecker
+    from ..automata.completion import CompletionChecker, RegularChecker
     from .dingo import finishable
 
     regular = checker if isinstance(checker, RegularChecker) else None
     tdfa = regular.tdfa if regular is not None else None
+    narrow = checker if isinstance(checker, CompletionChecker) else None
+
+    def viable_row(pos: int) -> torch.Tensor:
+        """Position ``pos``'s logits, without the tokens that cannot follow the slots
+        before it (whatever the slots after it hold: they would fail every check)."""
+        row = logits[pos].clone()
+        if narrow is not None:
+            keep = torch.from_numpy(narrow.allowed_at(slots, pos))
+            row[: keep.shape[0]][~keep] = -torch.inf
+            stats["narrowed"] += 1
+        return row
 
     def accept(pos: int, tok: int) -> bool:
         if checker is None:
@@ -196,7 +211,11 @@ def diffusion_decode(
                 if done == quota:
                     break
                 pos, tok = masked[k], props[k]
-                row = logits[pos].clone()
+                row = viable_row(pos)
+                if not torch.isfinite(row).any():
+                    continue
+                if not torch.isfinite(row[tok]):
+                    tok = _redraw(row, temperature, gen)
                 for _ in range(max_retries + 1):
                     if accept(pos, tok):
                         commit(pos, tok)
@@ -208,7 +227,7 @@ def diffusion_decode(
                     tok = _redraw(row, temperature, gen)
             if done == 0:
                 pos = masked[0]
-                commit(pos, _first_accepted(pos, logits[pos], accept, checker, slots))
+                commit(pos, _first_accepted(pos, viable_row(pos), accept, checker, slots))
                 stats["forced"] += 1
     tokens = [int(t) for t in slots]
     end = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))

@@ -111,18 +111,13 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
 
 
 @njit(cache=True, nogil=True)
-def completable(
-    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp
-):  # type: ignore[no-untyped-def]
-    """Whether the text so far (sets ``0 .. n_sets-1``) continues into a complete word.
-
-    The continuation reads ``ops[:n_req]`` (a byte ``0..255``, ``OP_GAP`` or
-    ``OP_SPECIAL + g``), then at most ``n_opt`` gap bytes; it is complete where a set
-    accepts. Returns 1, 0 (no such continuation) or an error. Sets at ``n_sets`` and above
-    are scratch: the caller's chart is unchanged.
-    """
+def scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp):  # type: ignore[no-untyped-def]
+    """Read ``ops[:n_ops]`` (a byte ``0..255``, ``OP_GAP`` or ``OP_SPECIAL + g``) after
+    the text so far (sets ``0 .. n_sets-1``). Returns the new number of sets (the sets
+    from ``n_sets`` on are scratch: the caller's chart is unchanged), 0 if the text
+    cannot read them, or an error."""
     k = n_sets
-    for i in range(n_req):
+    for i in range(n_ops):
         op = ops[i]
         if op < OP_GAP:
             st = scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, op)
@@ -133,6 +128,23 @@ def completable(
         if st <= 0:
             return st
         k = st
+    return k
+
+
+@njit(cache=True, nogil=True)
+def completable(
+    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp
+):  # type: ignore[no-untyped-def]
+    """Whether the text so far (sets ``0 .. n_sets-1``) continues into a complete word.
+
+    The continuation reads ``ops[:n_req]`` (a byte ``0..255``, ``OP_GAP`` or
+    ``OP_SPECIAL + g``), then at most ``n_opt`` gap bytes; it is complete where a set
+    accepts. Returns 1, 0 (no such continuation) or an error. Sets at ``n_sets`` and above
+    are scratch: the caller's chart is unchanged.
+    """
+    k = scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, classes, comp)
+    if k <= 0:
+        return k
     if S[k - 1, 2] != 0:
         return 1
     for _ in range(n_opt):
@@ -148,6 +160,6 @@ def completable(
     return 0
 
 
-__all__ = ["OP_GAP", "OP_SPECIAL", "completable", "scan_gap"]
+__all__ = ["OP_GAP", "OP_SPECIAL", "completable", "scan_gap", "scan_ops"]
 
 _ = np  # the kernels take NumPy arrays
