@@ -16,6 +16,7 @@ import corral
 from corral import Vocabulary, allocate_bitmask
 from corral.automata.kernels.signature import state_signature
 from corral.automata.state_cache import StateCacheStore, StateEntry
+from corral.automata.tables import H_BYTE_CLASS
 
 SCHEMAS = [
     {
@@ -115,6 +116,29 @@ def test_signature_separates_and_matches_states(llama3) -> None:  # type: ignore
 
     assert body_signature(5, "a") == body_signature(5, "b")  # same language, other grammar
     assert body_signature(5, "a") != body_signature(6, "a")  # one character more allowed
+
+
+def test_signature_is_empty_exactly_past_the_state_budget(llama3) -> None:  # type: ignore[no-untyped-def]
+    """States with more than ``max_states`` states within reach get no description (the
+    cheap count must agree with the description it stands in for)."""
+    _, v = llama3
+    schema = {"type": "string", "maxLength": 20, "pattern": "^(?:\\S+\\s+){0,3}\\S+$"}
+    lt = corral.compile(schema, v, cache=False).tables
+    classes = np.unique(lt.gt[lt.gt[H_BYTE_CLASS] : lt.gt[H_BYTE_CLASS] + 256])
+    depth = 12
+    empty = 0
+    for g in range(lt.n_lexer_states):
+        reach = {g}
+        frontier = [g]
+        for _ in range(depth):  # states within `depth` bytes (the classes bytes fall in)
+            nxt = set(lt.lex_trans[np.ix_(frontier, classes)].ravel().tolist())
+            frontier = [t for t in nxt if t >= 0 and t not in reach]
+            reach.update(frontier)
+        for budget in (8, 40):
+            sig = state_signature(lt.gt, lt.lex_trans, g, depth, budget)
+            assert (sig.shape[0] == 0) == (len(reach) > budget), (g, budget, len(reach))
+            empty += sig.shape[0] == 0
+    assert 0 < empty < 2 * lt.n_lexer_states
 
 
 def test_store_is_bounded_lru() -> None:

@@ -18,6 +18,40 @@ from ..tables import H_BYTE_CLASS, H_G, H_LEX_ACCEPT
 
 
 @njit(cache=True, nogil=True)
+def _too_many_states(lex_trans, byte_class, g, max_depth, max_states):  # type: ignore[no-untyped-def]
+    """Whether more than ``max_states`` states lie within ``max_depth`` bytes of ``g``
+    (by byte class: a pass much cheaper than the description, which lists byte runs)."""
+    n_states = lex_trans.shape[0]
+    used = np.zeros(lex_trans.shape[1], np.uint8)  # classes some byte belongs to
+    for b in range(256):
+        used[byte_class[b]] = 1
+    seen = np.zeros(n_states, np.uint8)
+    queue = np.empty(max_states, np.int32)
+    dist = np.empty(max_states, np.int32)
+    queue[0] = g
+    dist[0] = 0
+    seen[g] = 1
+    n = 1
+    head = 0
+    while head < n:
+        s = queue[head]
+        d = dist[head]
+        head += 1
+        if d >= max_depth:
+            continue
+        for c in range(lex_trans.shape[1]):
+            nxt = lex_trans[s, c]
+            if nxt >= 0 and used[c] != 0 and seen[nxt] == 0:
+                if n >= max_states:
+                    return True
+                seen[nxt] = 1
+                queue[n] = nxt
+                dist[n] = d + 1
+                n += 1
+    return False
+
+
+@njit(cache=True, nogil=True)
 def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no-untyped-def]
     """``int32`` description of lexer state ``g`` up to ``max_depth`` bytes.
 
@@ -32,6 +66,8 @@ def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no
     n_states = gt[H_G]
     n_classes = lex_trans.shape[1]
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
+    if _too_many_states(lex_trans, byte_class, g, max_depth, max_states):
+        return np.empty(0, np.int32)
     lex_accept = gt[H_LEX_ACCEPT]
     number = np.full(n_states, -1, np.int32)  # lexer state -> breadth-first number
     of_class = np.empty(n_classes, np.int32)
