@@ -180,7 +180,8 @@ def lexer_state_walk(
     cend = np.empty(max_depth + 2, np.int32)
     lim = np.empty(max_depth + 2, np.int32)
     sp = 0
-    open_ = np.empty((max_depth + 2, 3), np.int32)  # subtrees being remembered
+    # subtrees being remembered: node, state, first dead pair, first end pair
+    open_ = np.empty((max_depth + 2, 4), np.int32)
     n_open = 0
     n_nodes = node_byte.shape[0]
     n_dead = 0
@@ -188,8 +189,10 @@ def lexer_state_walk(
     n_ends = 0
     x = 0
     while True:
-        n_open = _memo_close(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_, n_open,
-                             x, subtree_end, rank_at, dead, n_dead, ends, n_ends)  # fmt: skip
+        while n_open > 0 and x >= subtree_end[open_[n_open - 1, 0]]:
+            n_open -= 1
+            memo_keep(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_[n_open], rank_at,
+                      dead, n_dead, ends, n_ends)  # fmt: skip
         if sp > 0 and x >= lim[sp - 1]:
             o = own[sp - 1]
             c = cur[sp - 1] + 1
@@ -221,13 +224,17 @@ def lexer_state_walk(
         if se == x + 1:
             x += 1
             continue
-        hit, n_dead, n_dead_tok, n_ends, n_open = _memo_enter(
-            large_index, sm_state, sm_entry, sm_ent, sm_store, sm_ctl, open_, n_open, x, s,
-            rank_at, dead, n_dead, n_dead_tok, ends, n_ends,
-        )  # fmt: skip
-        if hit:
-            x = se
-            continue
+        li = large_index[x]
+        if li >= 0:
+            e = _memo_at(sm_state, sm_entry, li, s)
+            if e >= 0:
+                n_dead, n_dead_tok, n_ends = memo_use(
+                    sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
+                )
+                x = se
+                continue
+            if e == -1:
+                n_open = _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at)
         if lex_accept[s] != 0:
             n_ends = _add_ends(lex_trans, byte_class, node_byte, subtree_end, s, x, ends, n_ends)
         elif se - x > _MIN_JUMP:
@@ -271,21 +278,13 @@ def _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end):  # type: ignor
     lo = rank_at[x]
     hi = rank_at[subtree_end[x]]
     if lo < hi:
-        n_dead, n_dead_tok = _push_dead(dead, n_dead, n_dead_tok, lo, hi)
-    return n_dead, n_dead_tok
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _push_dead(dead, n_dead, n_dead_tok, lo, hi):  # type: ignore[no-untyped-def]
-    """Append the dead ranks ``lo .. hi`` (after every pair so far), merged with the last
-    pair when adjacent; returns the new ``(pairs, tokens)`` counts."""
-    n_dead_tok += hi - lo
-    if n_dead > 0 and dead[2 * n_dead - 1] == lo:
-        dead[2 * n_dead - 1] = hi
-    else:
-        dead[2 * n_dead] = lo
-        dead[2 * n_dead + 1] = hi
-        n_dead += 1
+        n_dead_tok += hi - lo
+        if n_dead > 0 and dead[2 * n_dead - 1] == lo:
+            dead[2 * n_dead - 1] = hi
+        else:
+            dead[2 * n_dead] = lo
+            dead[2 * n_dead + 1] = hi
+            n_dead += 1
     return n_dead, n_dead_tok
 
 
@@ -339,7 +338,7 @@ def _walk_all(
     """``lexer_state_walk`` without plain-run skipping (no state the walk can reach starts
     one): every live node is visited, except subtrees found in the memo."""
     n_nodes = node_byte.shape[0]
-    open_ = np.empty((states.shape[0], 3), np.int32)  # subtrees being remembered
+    open_ = np.empty((states.shape[0], 4), np.int32)
     n_open = 0
     n_dead = 0
     n_dead_tok = 0
@@ -347,8 +346,10 @@ def _walk_all(
     x = 0
     s = g
     while x < n_nodes:
-        n_open = _memo_close(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_, n_open,
-                             x, subtree_end, rank_at, dead, n_dead, ends, n_ends)  # fmt: skip
+        while n_open > 0 and x >= subtree_end[open_[n_open - 1, 0]]:
+            n_open -= 1
+            memo_keep(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_[n_open], rank_at,
+                      dead, n_dead, ends, n_ends)  # fmt: skip
         if x != 0:
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
@@ -357,18 +358,24 @@ def _walk_all(
                 x = subtree_end[x]
                 continue
             states[d] = s
-            hit, n_dead, n_dead_tok, n_ends, n_open = _memo_enter(
-                large_index, sm_state, sm_entry, sm_ent, sm_store, sm_ctl, open_, n_open, x, s,
-                rank_at, dead, n_dead, n_dead_tok, ends, n_ends,
-            )  # fmt: skip
-            if hit:
-                x = subtree_end[x]
-                continue
+            li = large_index[x]
+            if li >= 0:
+                e = _memo_at(sm_state, sm_entry, li, s)
+                if e >= 0:
+                    n_dead, n_dead_tok, n_ends = memo_use(
+                        sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
+                    )
+                    x = subtree_end[x]
+                    continue
+                if e == -1:
+                    n_open = _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at)
         if lex_accept[s] != 0 and subtree_end[x] > x + 1:
             n_ends = _add_ends(lex_trans, byte_class, node_byte, subtree_end, s, x, ends, n_ends)
         x += 1
-    _memo_close(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_, n_open, n_nodes,
-                subtree_end, rank_at, dead, n_dead, ends, n_ends)  # fmt: skip
+    while n_open > 0:
+        n_open -= 1
+        memo_keep(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_[n_open], rank_at,
+                  dead, n_dead, ends, n_ends)  # fmt: skip
     return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
 
 
@@ -385,53 +392,23 @@ def _memo_at(sm_state, sm_entry, i, s):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _memo_enter(
-    large_index, sm_state, sm_entry, sm_ent, sm_store, sm_ctl, open_, n_open, x, s,
-    rank_at, dead, n_dead, n_dead_tok, ends, n_ends,
-):  # type: ignore[no-untyped-def]  # fmt: skip
-    """Entering node ``x`` in state ``s``: copy its memo entry if it has one (returns
-    ``hit`` true: the caller jumps over the subtree), else start remembering the walk
-    below it if it was last reached in ``s`` too. Returns ``(hit, n_dead, n_dead_tok,
-    n_ends, n_open)``. Open subtrees are rows of ``open_``: node, first dead pair (the
-    last one so far if the next dead subtree would extend it), first end pair."""
-    li = large_index[x]
-    if li < 0:
-        return False, n_dead, n_dead_tok, n_ends, n_open
-    e = _memo_at(sm_state, sm_entry, li, s)
-    if e >= 0:
-        n_dead, n_dead_tok, n_ends = memo_use(
-            sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
-        )
-        return True, n_dead, n_dead_tok, n_ends, n_open
-    if e == -1:
-        open_[n_open, 0] = x
-        merge = n_dead > 0 and dead[2 * n_dead - 1] == rank_at[x]
-        open_[n_open, 1] = n_dead - 1 if merge else n_dead
-        open_[n_open, 2] = n_ends
-        n_open += 1
-    return False, n_dead, n_dead_tok, n_ends, n_open
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _memo_close(
-    large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_, n_open, x, subtree_end, rank_at,
-    dead, n_dead, ends, n_ends,
-):  # type: ignore[no-untyped-def]  # fmt: skip
-    """Store every open subtree that the walk, now at node ``x``, has left; returns the
-    open count."""
-    while n_open > 0 and x >= subtree_end[open_[n_open - 1, 0]]:
-        n_open -= 1
-        memo_keep(large_index, sm_entry, sm_ent, sm_store, sm_ctl, open_[n_open], rank_at,
-                  dead, n_dead, ends, n_ends)  # fmt: skip
-    return n_open
+def _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at):  # type: ignore[no-untyped-def]
+    """Start remembering the walk below node ``x`` (state ``s``); returns the open count.
+    The first dead pair is the last one so far if the next dead subtree would extend it."""
+    open_[n_open, 0] = x
+    open_[n_open, 1] = s
+    merge = n_dead > 0 and dead[2 * n_dead - 1] == rank_at[x]
+    open_[n_open, 2] = n_dead - 1 if merge else n_dead
+    open_[n_open, 3] = n_ends
+    return n_open + 1
 
 
 @njit(cache=True, nogil=True)
 def memo_keep(
     large_index, sm_entry, sm_ent, sm_store, sm_ctl, op, rank_at, dead, n_dead, ends, n_ends
 ):  # type: ignore[no-untyped-def]
-    """Store the walk below node ``op[0]``: its dead pairs (from index ``op[1]``, clipped
-    to the node's ranks) and end pairs (from ``op[2]``).
+    """Store the walk below node ``op[0]`` (in state ``op[1]``): its dead pairs (from
+    index ``op[2]``, clipped to the node's ranks) and end pairs (from ``op[3]``).
 
     Memo layout: per large node ``i`` (``large_index``), ``sm_state[i]``: the state it
     was last reached in (-1: never), ``sm_entry[i]``: the entry stored for it in that
@@ -442,8 +419,8 @@ def memo_keep(
     """
     x = op[0]
     lo_rank = rank_at[x]
-    n_d = n_dead - op[1]
-    n_e = n_ends - op[2]
+    n_d = n_dead - op[2]
+    n_e = n_ends - op[3]
     n_ent = sm_ctl[SM_ENTRIES]
     used = sm_ctl[SM_USED]
     if n_ent >= sm_ent.shape[0] or used + 2 * (n_d + n_e) > sm_store.shape[0]:
@@ -451,7 +428,7 @@ def memo_keep(
         return
     d0 = used
     k = 0
-    for i in range(op[1], n_dead):
+    for i in range(op[2], n_dead):
         lo = max(dead[2 * i], lo_rank)
         hi = dead[2 * i + 1]
         if lo < hi:
@@ -460,7 +437,7 @@ def memo_keep(
             used += 2
             k += 1
     e0 = used
-    for i in range(op[2], n_ends):
+    for i in range(op[3], n_ends):
         sm_store[used] = ends[2 * i]
         sm_store[used + 1] = ends[2 * i + 1]
         used += 2
@@ -480,9 +457,15 @@ def memo_use(sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
     sm_ctl[SM_HITS] += 1
     a = sm_ent[e, 0]
     for i in range(sm_ent[e, 1]):
-        n_dead, n_dead_tok = _push_dead(
-            dead, n_dead, n_dead_tok, sm_store[a + 2 * i], sm_store[a + 2 * i + 1]
-        )
+        lo = sm_store[a + 2 * i]
+        hi = sm_store[a + 2 * i + 1]
+        n_dead_tok += hi - lo
+        if n_dead > 0 and dead[2 * n_dead - 1] == lo:
+            dead[2 * n_dead - 1] = hi
+        else:
+            dead[2 * n_dead] = lo
+            dead[2 * n_dead + 1] = hi
+            n_dead += 1
     a = sm_ent[e, 2]
     for i in range(sm_ent[e, 3]):
         ends[2 * n_ends] = sm_store[a + 2 * i]
