@@ -95,7 +95,8 @@ def part_checks(trials: int) -> dict[str, Any]:
 
     def decoding() -> list[int]:
         """As in block decoding: a known prefix, a 32-slot block with 1-31 masked
-        positions, every slot after it masked (64 gaps at most in all)."""
+        positions, every slot after it masked (up to 266 masked slots in all; those after
+        the block are trailing, so the check stops once a complete word is reachable)."""
         start = rng.randrange(0, len(ids) - 32)
         slots = list(ids[: start + 32]) + [MASK] * (len(ids) - start - 32)
         for i in rng.sample(range(start, start + 32), rng.randint(1, 31)):

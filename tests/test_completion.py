@@ -18,6 +18,7 @@ from support.words import LarkUndecidedError, lark_accepts
 
 import corral
 from corral.automata.completion import MASK, CompletionChecker
+from corral.automata.kernels.lattice import OP_GAP, scan_ops
 from corral.errors import UnsupportedFeatureError
 
 LIST = r"""
@@ -35,6 +36,15 @@ pair: KEY ":" VALUE
 KEY: /"[^"]{1,3}"/
 VALUE: /"[^"]*"/ | /[0-9]+/
 """
+# left recursion, a nullable rule and an ignored terminal: what item classes must respect
+SUMS = r"""
+start: expr
+expr: expr "+" term | term
+term: sign NUM | "(" expr ")"
+sign: "-"?
+NUM: /[0-9]+/
+%ignore " "
+"""
 
 CASES = {
     "list": (LIST, [b"[", b"]", b",", b"a", b"b", b"x", b"[a", b"a,", b"ab", b"],", b"]]", b",["]),
@@ -43,6 +53,10 @@ CASES = {
         STRING,
         [b"{", b"}", b":", b",", b'"', b"1", b"\xc3", b"\xa9", b"\xc3\xa9", b'"\xc3\xa9"',
          b'":', b'{"', b'":"', b"12", b'"}'],
+    ),
+    "sums": (
+        SUMS,
+        [b"1", b"2", b"+", b"-", b"(", b")", b" ", b"12", b" +", b"+ ", b"(1", b"1)", b"x", b"))"],
     ),
     # no single-byte quote: a gap can never close a string (gaps repeat the same set)
     "unclosable": (
@@ -55,6 +69,7 @@ WORDS_OF = {
     "words": ["a", "ab ba.", "a b", "b.", "ab a b.", "ba ab"],
     "string": ['{"é":"1"}', '{"1":11}', '{"11":"é1","é":""}', '{":":"{"}', '{"é1":111}'],
     "unclosable": ['{"a":"1a"}', '{"1":"a"}', '{"aa":"a"}'],
+    "sums": ["1+2", "(1 + -2)", "((1))+ 12", "-1 +(2+1)", " 2 ", "(-(1)) + ( 2)"],
 }
 
 
@@ -315,3 +330,70 @@ def test_allowed_at_keeps_every_token_the_check_accepts(name: str) -> None:
             want[eos] = True
             assert np.array_equal(allowed, want)
     assert excluded > 100 and accepted > 50, (excluded, accepted)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_item_classes_change_no_answer(name: str) -> None:
+    """Merging items of equal continuations (``kernels/continuation.py``) gives the same
+    answers as keeping one item per origin, on longer gap runs than brute force reaches."""
+    grammar, tokens = CASES[name]
+    vocab = _vocab(tokens)
+    cg = corral.compile(grammar, vocab)
+    merged, plain = CompletionChecker(cg), CompletionChecker(cg)
+    plain._classify = 0
+    rng = random.Random(name + "classes")
+    seen = {True: 0, False: 0}
+    for _ in range(300):
+        slots = _case(name, vocab, rng)
+        for _i in range(rng.randint(0, 3)):  # a run of gaps somewhere
+            at = rng.randrange(len(slots) + 1)
+            slots[at:at] = [MASK] * rng.randint(1, 8)
+        got = merged.check(slots)
+        assert got == plain.check(slots), [vocab.token_bytes(t) if t >= 0 else None for t in slots]
+        seen[got] += 1
+        for pos in rng.sample(range(len(slots)), min(2, len(slots))):
+            assert np.array_equal(merged.allowed_at(slots, pos), plain.allowed_at(slots, pos))
+    assert seen[True] >= 20 and seen[False] >= 20, seen
+
+
+def test_item_classes_keep_gap_runs_small() -> None:
+    """A run of gaps inside a JSON document can start a string or an object at every byte;
+    with item classes the chart keeps one item per continuation instead of one per start,
+    and the check's answers do not change."""
+    from support.tokenizers import load_tokenizer, load_vocab
+
+    tok, vocab = load_tokenizer("llama3"), load_vocab("llama3")
+    schema = {
+        "type": "object",
+        "properties": {
+            "users": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "maxLength": 40},
+                        "age": {"type": "integer"},
+                    },
+                    "required": ["name", "age"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["users"],
+        "additionalProperties": False,
+    }
+    cg = corral.compile(schema, vocab, final_check=False)
+    enc = lambda s: tok.encode(s, add_special_tokens=False)  # noqa: E731
+    sizes = {}
+    for classify in (0, 1):
+        checker = CompletionChecker(cg)
+        checker._classify = classify
+        head, tail = enc('{"users": [{"name": "Ada", "age": 3},'), enc('", "age": 5}]}')
+        slots = [*head, *[MASK] * 24, *tail]
+        assert checker.check(slots)
+        assert not checker.check([*slots[:-3], *enc("]]}")])
+        m = checker._matcher
+        ops = np.array([OP_GAP] * 24)
+        top = m._call(scan_ops, m._n_sets, ops, 24, checker._classes, checker._comp, classify)
+        sizes[classify] = int(m._S[top, 1] - m._S[top - 1, 1])  # lexeme items after the run
+    assert sizes[1] * 2 < sizes[0], sizes

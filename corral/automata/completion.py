@@ -84,11 +84,12 @@ class CompletionChecker:
             rep.setdefault(int(byte_class[byte]), byte)
         self.class_bytes = np.array(sorted(rep.values()), np.int64)
         self._classes = np.array(sorted(rep), np.int64)
-        self._comp = np.zeros(max(1, len(rep)), np.int64)
+        self._comp = np.zeros(max(2, 2 * len(rep)), np.int64)
         self._can_end = bool(vocab.eos_token_ids)
         self._matcher = compiled.matcher()
         self._prefix: list[int] = []
         self.checks = 0
+        self._classify = 1  # merge items of equal continuations (0: only equal origins)
 
     # -- the check ------------------------------------------------------------------------
     def check(self, slots: Sequence[int]) -> bool:
@@ -147,7 +148,9 @@ class CompletionChecker:
             top = m._n_sets
             if ops is not None and len(ops):
                 arr = np.array(ops, np.int64)
-                top = m._call(scan_ops, m._n_sets, arr, len(arr), self._classes, self._comp)
+                top = m._call(
+                    scan_ops, m._n_sets, arr, len(arr), self._classes, self._comp, self._classify
+                )
             if ops is not None and top > 0:
                 m._fill_row(out, top)
         bits = np.unpackbits(out.view(np.uint8), bitorder="little")[: c.vocab_size]
@@ -195,7 +198,9 @@ class CompletionChecker:
         from .kernels.lattice import completable
 
         m = self._matcher  # never finished: EOS ends the slots before the prefix
-        st = m._call(completable, m._n_sets, ops, len(ops), n_opt, self._classes, self._comp)
+        st = m._call(
+            completable, m._n_sets, ops, len(ops), n_opt, self._classes, self._comp, self._classify
+        )
         return st > 0
 
     # -- filling ----------------------------------------------------------------------------

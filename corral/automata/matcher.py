@@ -38,7 +38,13 @@ class Matcher:
         self._gt = t.gt
         self._lex = t.lex_trans
         self._P, self._L, self._S, self._stamp, self._sorig, self._ctx = earley.new_chart(
-            t.n_items, t.n_lexer_states, t.n_nonterminals, _INITIAL_P, _INITIAL_L, _INITIAL_S
+            t.n_items,
+            t.n_lexer_states,
+            t.n_terminals,
+            t.n_nonterminals,
+            _INITIAL_P,
+            _INITIAL_L,
+            _INITIAL_S,
         )
         self._memo = np.zeros((mask.MEMO_SIZE, 3), np.int64)
         self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None

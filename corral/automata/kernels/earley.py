@@ -12,20 +12,27 @@ to two sets:
 
 Chart layout (all owned by one matcher):
 
-* ``P``: ``int32 [capP, 2]`` parser items ``(item, origin)``;
-* ``L``: ``int32 [capL, 2]`` lexeme items ``(lexer state, origin)``; the origin is the
-  completion set (or set 0) whose parser items the lexeme will advance;
+* ``P``: ``int64 [capP, 4]`` parser items ``(item, origin, link, class)``;
+* ``L``: ``int64 [capL, 4]`` lexeme items ``(lexer state, origin, link, class)``; the
+  origin is the completion set (or set 0) whose parser items the lexeme will advance; the
+  class says which items behave the same (``kernels/continuation.py``): ``-(origin+1)``
+  unless the set was classified;
 * ``S``: ``int64 [capS, 4]``; set ``k`` holds parser items ``P[S[k,0]:S[k+1,0]]`` and lexeme
   items ``L[S[k,1]:S[k+1,1]]``; ``S[k,2]`` = 1 if the input read so far is a complete word
   (for a byte set: once its pending lexemes end, i.e. if the text ended here); ``S[k,3]``
   is a structural hash of the set (its items, each origin replaced by the origin set's own
   hash), equal for sets that behave the same wherever they lie. ``S[n_sets, 0:2]`` is
   always the end of the last set.
-* ``stamp``: ``int64 [NI + 2G + NN]`` dedupe stamps; ``sorig``: ``int32 [NI + G]``.
+* ``stamp``: ``int64 [NI + 2G + NN + scratch]`` dedupe stamps (and the scratch of
+  ``classify_set``); ``sorig``: ``int32 [NI + G]``, for a dotted rule (or lexer state)
+  stamped in the set being built, the row of its last item there; ``link`` chains each
+  item to the previous one of the same rule (state) in its set, ``-1`` ending the chain.
+  An item is not added twice: nor again with another origin of the same class.
 * ``ctx``: ``int64 [12]`` cursors of the set being built: 0 parser cursor, 1 lexeme cursor,
   2 serial (a new value per set), 3 accepting, 4 error, 5 "a terminal was predicted",
   6 and 7 scratch serials for callers, 8 "the start rule completed in this set",
-  9 a version counter for callers.
+  9 a version counter for callers, 10 item classes: 0 off, 1 on for gap positions
+  (set by the completability kernels), 2 classify the completion sets built now.
 
 Sets form a stack: building set ``k`` overwrites whatever lay at ``k`` and above, so
 popping is just lowering ``n_sets``. Builders return the new number of sets (the set is
@@ -59,68 +66,75 @@ from ..tables import (
     H_TERM_IGNORE,
     H_TERM_START,
 )
+from .continuation import classify_set, mix, scratch_size
 
 ERR_P = -1
 ERR_L = -2
 ERR_S = -3
 
 C_PC, C_LC, C_SERIAL, C_ACC, C_ERR, C_TERM = 0, 1, 2, 3, 4, 5
-C_SCRATCH, C_SCRATCH2, C_OWNACC, C_VERSION = 6, 7, 8, 9
+C_SCRATCH, C_SCRATCH2, C_OWNACC, C_VERSION, C_CLASSIFY = 6, 7, 8, 9, 10
 
 _SELF = 0x5BD1E995  # stands for "this set" as an origin in structural hashes
+_ROOT = 0x3C6EF372FE94F82B  # marks set 0's hash
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _mix(x):  # type: ignore[no-untyped-def]
-    x = (x ^ (x >> 31)) * 0x7FB5D329728EA185
-    x = (x ^ (x >> 27)) * 0x1CE4E5B9BF58476D
-    return x ^ (x >> 33)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _add_p(P, stamp, sorig, ctx, p0, it, o):  # type: ignore[no-untyped-def]
+def _add_p(P, stamp, sorig, ctx, it, o, cls):  # type: ignore[no-untyped-def]
+    """Add parser item ``(it, o)`` of class ``cls`` to the set being built, unless an item
+    of the same dotted rule and class is there already."""
     ser = ctx[C_SERIAL]
+    prev = -1
     if stamp[it] == ser:
-        if sorig[it] == o:
-            return
-        for q in range(p0, ctx[C_PC]):
-            if P[q, 0] == it and P[q, 1] == o:
+        prev = sorig[it]
+        q = prev
+        while q >= 0:  # the items of this set with the same dotted rule
+            if P[q, 3] == cls:
                 return
+            q = P[q, 2]
     else:
         stamp[it] = ser
-        sorig[it] = o
     pc = ctx[C_PC]
     if pc >= P.shape[0]:
         ctx[C_ERR] = ERR_P
         return
     P[pc, 0] = it
     P[pc, 1] = o
+    P[pc, 2] = prev
+    P[pc, 3] = cls
+    sorig[it] = pc
     ctx[C_PC] = pc + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add_l(L, stamp, sorig, ctx, ni, l0, g, o):  # type: ignore[no-untyped-def]
+def _add_l(L, stamp, sorig, ctx, ni, g, o, cls):  # type: ignore[no-untyped-def]
+    """Add lexeme item ``(g, o)`` of class ``cls`` to the set being built, unless an item
+    in the same lexer state and class is there already."""
     ser = ctx[C_SERIAL]
+    prev = -1
     if stamp[ni + g] == ser:
-        if sorig[ni + g] == o:
-            return
-        for q in range(l0, ctx[C_LC]):
-            if L[q, 0] == g and L[q, 1] == o:
+        prev = sorig[ni + g]
+        q = prev
+        while q >= 0:  # the items of this set in the same lexer state
+            if L[q, 3] == cls:
                 return
+            q = L[q, 2]
     else:
         stamp[ni + g] = ser
-        sorig[ni + g] = o
     lc = ctx[C_LC]
     if lc >= L.shape[0]:
         ctx[C_ERR] = ERR_L
         return
     L[lc, 0] = g
     L[lc, 1] = o
+    L[lc, 2] = prev
+    L[lc, 3] = cls
+    sorig[ni + g] = lc
     ctx[C_LC] = lc + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, o):  # type: ignore[no-untyped-def]
+def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, o):  # type: ignore[no-untyped-def]
     """A lexeme of terminal ``t`` started for set ``o`` ends here: advance set ``o``'s items
     (and, for an ignored terminal, carry set ``o``'s fresh lexemes over)."""
     ni = gt[H_NI]
@@ -130,7 +144,7 @@ def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, o):  # type: i
         for q in range(S[o, 1], S[o + 1, 1]):
             g = L[q, 0]
             if L[q, 1] == o and gt[is_start + g]:
-                _add_l(L, stamp, sorig, ctx, ni, l0, g, o)
+                _add_l(L, stamp, sorig, ctx, ni, g, o, L[q, 3])
         if S[o, 2]:
             ctx[C_ACC] = 1
         # A terminal may be both ignored and named in rules (Lark merges equal literals):
@@ -139,7 +153,7 @@ def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, o):  # type: i
     for r in range(S[o, 0], S[o + 1, 0]):
         it = P[r, 0]
         if gt[item_sym + it] == t:
-            _add_p(P, stamp, sorig, ctx, p0, it + 1, P[r, 1])
+            _add_p(P, stamp, sorig, ctx, it + 1, P[r, 1], P[r, 3])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -167,11 +181,13 @@ def _seal(P, L, S, ctx, k):  # type: ignore[no-untyped-def]
     for q in range(p0, pc):
         o = P[q, 1]
         oh = _SELF if o == k else S[o, 3]
-        h += _mix(P[q, 0] * 0x100000001B3 + oh)
+        h += mix(P[q, 0] * 0x100000001B3 + oh)
     for q in range(l0, lc):
         o = L[q, 1]
         oh = _SELF if o == k else S[o, 3]
-        h += _mix(~(L[q, 0] * 0x100000001B3 + oh))
+        h += mix(~(L[q, 0] * 0x100000001B3 + oh))
+    if k == 0:
+        h ^= _ROOT  # only set 0 completes the start rule: no other set behaves as it does
     S[k, 3] = h
 
 
@@ -201,6 +217,7 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
             return ctx[C_ERR]
         it = P[q, 0]
         o = P[q, 1]
+        cls = P[q, 3]
         q += 1
         s = gt[item_sym + it]
         if s < 0:
@@ -213,27 +230,29 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
             for r in range(S[o, 0], S[o + 1, 0]):
                 it2 = P[r, 0]
                 if gt[item_sym + it2] == a:
-                    _add_p(P, stamp, sorig, ctx, p0, it2 + 1, P[r, 1])
+                    _add_p(P, stamp, sorig, ctx, it2 + 1, P[r, 1], P[r, 3])
         elif s < NT:
-            _add_l(L, stamp, sorig, ctx, ni, l0, gt[term_start + s], k)
+            _add_l(L, stamp, sorig, ctx, ni, gt[term_start + s], k, -(k + 1))
             ctx[C_TERM] = 1
         else:
             a = s - NT
             if stamp[nt_stamp + a] != ser:
                 stamp[nt_stamp + a] = ser
                 for r in range(gt[pred_start + a], gt[pred_start + a + 1]):
-                    _add_p(P, stamp, sorig, ctx, p0, gt[pred_items + r], k)
+                    _add_p(P, stamp, sorig, ctx, gt[pred_items + r], k, -(k + 1))
             if gt[nullable + a]:
-                _add_p(P, stamp, sorig, ctx, p0, it + 1, o)
+                _add_p(P, stamp, sorig, ctx, it + 1, o, cls)
     # Ignored lexemes may start here if this set expects a terminal or ends a parse. (A set
     # that is complete only because an ignored lexeme ended needs none: the origin set's
     # own ignore items were copied in.)
     if ctx[C_TERM] != 0 or ctx[C_OWNACC] != 0:
         ign = gt[H_IGNORE_LIST]
         for r in range(gt[H_N_IGNORE]):
-            _add_l(L, stamp, sorig, ctx, ni, l0, gt[term_start + gt[ign + r]], k)
+            _add_l(L, stamp, sorig, ctx, ni, gt[term_start + gt[ign + r]], k, -(k + 1))
     if ctx[C_ERR] != 0:
         return ctx[C_ERR]
+    if ctx[C_CLASSIFY] == 2 and k > 0:
+        classify_set(gt, P, L, S, stamp, ser, k, ctx[C_PC], ctx[C_LC])
     _seal(P, L, S, ctx, k)
     if ctx[C_LC] > l0 or ctx[C_ACC] != 0:
         return k + 1
@@ -250,7 +269,7 @@ def init_chart(gt, lex_trans, P, L, S, stamp, sorig, ctx):  # type: ignore[no-un
     S[0, 1] = 0
     S[0, 3] = 0
     _begin(S, ctx, 0)
-    _add_p(P, stamp, sorig, ctx, 0, gt[H_START], 0)
+    _add_p(P, stamp, sorig, ctx, gt[H_START], 0, -1)
     return _close(gt, P, L, S, stamp, sorig, ctx, 0)
 
 
@@ -280,8 +299,6 @@ def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only): 
     if k + 1 >= S.shape[0]:
         return ERR_S
     _begin(S, ctx, k)
-    p0 = S[k, 0]
-    l0 = S[k, 1]
     for idx in range(S[j, 1], S[j + 1, 1]):
         g = L[idx, 0]
         if g_only >= 0:
@@ -289,7 +306,7 @@ def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only): 
         else:
             ends = gt[lex_accept + g] != 0 and (cls < 0 or lex_trans[g, cls] < 0)
         if ends:
-            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, gt[lex_term + g], L[idx, 1])
+            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, gt[lex_term + g], L[idx, 1])
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
 
 
@@ -322,12 +339,12 @@ def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: igno
     for idx in range(S[j, 1], S[j + 1, 1]):
         g2 = lex_trans[L[idx, 0], cls]
         if g2 >= 0:
-            _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+            _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
     if c > 0:
         for idx in range(S[k, 1], S[k + 1, 1]):
             g2 = lex_trans[L[idx, 0], cls]
             if g2 >= 0:
-                _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
     return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
 
 
@@ -407,27 +424,25 @@ def consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, g):  # ty
     if k + 1 >= S.shape[0]:
         return ERR_S
     _begin(S, ctx, k)
-    p0 = S[k, 0]
-    l0 = S[k, 1]
     t = gt[gt[H_LEX_TERM] + g]
     for idx in range(S[j, 1], S[j + 1, 1]):
         if L[idx, 0] == g:
-            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, L[idx, 1])
+            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, L[idx, 1])
     if e > 0:
         for idx in range(S[n_sets, 1], S[n_sets + 1, 1]):
             if L[idx, 0] == g:
-                _complete_terminal(gt, P, L, S, stamp, sorig, ctx, p0, l0, t, L[idx, 1])
+                _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, L[idx, 1])
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
 
 
 def new_chart(
-    ni: int, g: int, nn: int, cap_p: int, cap_l: int, cap_s: int
+    ni: int, g: int, nt: int, nn: int, cap_p: int, cap_l: int, cap_s: int
 ) -> tuple[np.ndarray, ...]:
     """Fresh chart arrays (see the module docs)."""
-    P = np.zeros((cap_p, 2), np.int32)
-    L = np.zeros((cap_l, 2), np.int32)
+    P = np.zeros((cap_p, 4), np.int64)
+    L = np.zeros((cap_l, 4), np.int64)
     S = np.zeros((cap_s, 4), np.int64)
-    stamp = np.full(ni + 2 * g + nn, -1, np.int64)
+    stamp = np.full(ni + 2 * g + nn + scratch_size(nt, nn), -1, np.int64)
     sorig = np.zeros(ni + g, np.int32)
     ctx = np.zeros(12, np.int64)
     return P, L, S, stamp, sorig, ctx

@@ -23,6 +23,7 @@ from numba import njit
 
 from ..tables import H_LEX_ACCEPT, H_NI
 from .earley import (
+    C_CLASSIFY,
     ERR_S,
     _add_l,
     _begin,
@@ -51,30 +52,33 @@ def _same_ends(gt, lex_trans, L, S, j, c1, c2):  # type: ignore[no-untyped-def]
 def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
     """Read one byte of any class in ``classes`` after set ``k-1`` (the top).
 
-    ``comp``: ``int64`` scratch, one slot per class. Returns the new number of sets, 0 if
+    ``comp``: ``int64`` scratch, two slots per class. Returns the new number of sets, 0 if
     no byte of the gap can be read here, or an error (see ``scan_byte``).
     """
     j = k - 1
     ni = gt[H_NI]
     lex_accept = gt[H_LEX_ACCEPT]
     n_c = classes.shape[0]
+    ends_h = comp[n_c:]
     nxt = k
     # 1. per class, the completion set of the lexemes that end before it (shared by
     #    classes that end the same ones); -1: none end, or their completion is dead
     for ci in range(n_c):
         c = classes[ci]
         comp[ci] = -1
-        ends = False
+        # a hash of the accepting items this class ends (0: none), so that classes which
+        # end different items are told apart without comparing their items
+        h = 0
         for idx in range(S[j, 1], S[j + 1, 1]):
             g = L[idx, 0]
             if gt[lex_accept + g] != 0 and lex_trans[g, c] < 0:
-                ends = True
-                break
-        if not ends:
+                h += (idx + 1) * 0x9E3779B97F4A7C15
+        ends_h[ci] = h
+        if h == 0:
             continue
         shared = -1
         for cj in range(ci):
-            if _same_ends(gt, lex_trans, L, S, j, c, classes[cj]):
+            if ends_h[cj] == h and _same_ends(gt, lex_trans, L, S, j, c, classes[cj]):
                 shared = cj
                 break
         if shared >= 0:
@@ -82,7 +86,9 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
             continue
         if nxt + 2 >= S.shape[0]:
             return ERR_S
+        ctx[C_CLASSIFY] *= 2  # classify this completion set if classes are on
         e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, nxt, c, -1)
+        ctx[C_CLASSIFY] //= 2
         if e < 0:
             return e
         if e > 0:
@@ -100,22 +106,35 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
         for idx in range(S[j, 1], S[j + 1, 1]):
             g2 = lex_trans[L[idx, 0], c]
             if g2 >= 0:
-                _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
         o = comp[ci]
         if o >= 0:
             for idx in range(S[o, 1], S[o + 1, 1]):
                 g2 = lex_trans[L[idx, 0], c]
                 if g2 >= 0:
-                    _add_l(L, stamp, sorig, ctx, ni, l0, g2, L[idx, 1])
+                    _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
     return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
 
 
 @njit(cache=True, nogil=True)
-def scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp):  # type: ignore[no-untyped-def]
+def scan_ops(  # type: ignore[no-untyped-def]
+    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp, classify
+):
     """Read ``ops[:n_ops]`` (a byte ``0..255``, ``OP_GAP`` or ``OP_SPECIAL + g``) after
     the text so far (sets ``0 .. n_sets-1``). Returns the new number of sets (the sets
     from ``n_sets`` on are scratch: the caller's chart is unchanged), 0 if the text
-    cannot read them, or an error."""
+    cannot read them, or an error. With ``classify`` (1), the completion sets built at gap
+    positions are classified (see ``kernels/continuation.py``): items whose origins differ
+    only in where a gap's lexemes or rules started merge, which keeps the sets of a run of
+    gaps from growing with its length."""
+    ctx[C_CLASSIFY] = classify
+    k = _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp)
+    ctx[C_CLASSIFY] = 0
+    return k
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp):  # type: ignore[no-untyped-def]
     k = n_sets
     for i in range(n_ops):
         op = ops[i]
@@ -133,16 +152,28 @@ def scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, clas
 
 @njit(cache=True, nogil=True)
 def completable(
-    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp
+    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp, classify
 ):  # type: ignore[no-untyped-def]
     """Whether the text so far (sets ``0 .. n_sets-1``) continues into a complete word.
 
     The continuation reads ``ops[:n_req]`` (a byte ``0..255``, ``OP_GAP`` or
     ``OP_SPECIAL + g``), then at most ``n_opt`` gap bytes; it is complete where a set
     accepts. Returns 1, 0 (no such continuation) or an error. Sets at ``n_sets`` and above
-    are scratch: the caller's chart is unchanged.
+    are scratch: the caller's chart is unchanged. ``classify``: as in ``scan_ops``.
     """
-    k = scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, classes, comp)
+    ctx[C_CLASSIFY] = classify
+    r = _completable(
+        gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp
+    )
+    ctx[C_CLASSIFY] = 0
+    return r
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _completable(
+    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp
+):  # type: ignore[no-untyped-def]
+    k = _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, classes, comp)
     if k <= 0:
         return k
     if S[k - 1, 2] != 0:
