@@ -191,6 +191,61 @@ def test_infill_with_masked_and_causal_models() -> None:
         corral.infill(causal, "{}", tokenizer=tok, schema=schema)
 
 
+def test_infill_prompts_code_models_with_their_fim_markers() -> None:
+    """A causal model whose tokenizer has fill-in-the-middle markers (DeepSeek-Coder's)
+    reads ``<begin> text before <hole> text after <end>`` for each hole; others, or
+    ``fim=None``, read the text before the hole."""
+    from support.tiny_models import tiny_llama
+    from support.tokenizers import load_tokenizer
+
+    from corral.integrations.fim import fim_format
+
+    tok = load_tokenizer("deepseek-coder")
+    fmt = fim_format(tok, "auto")
+    assert fmt is not None and fmt.name == "deepseek"
+    marks = [tok.decode([i]) for i in (fmt.prefix_id, fmt.suffix_id, fmt.middle_id)]
+    assert marks == ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"]
+    custom = fim_format(tok, ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"))
+    assert custom is not None and custom.prompt([7], [8]) == fmt.prompt([7], [8])
+    llama3 = load_tokenizer("llama3")
+    assert fim_format(llama3, "auto") is None
+    with pytest.raises(ValueError, match="not one token"):
+        fim_format(llama3, "starcoder")
+    with pytest.raises(ValueError, match="unknown FIM format"):
+        fim_format(tok, "fim")
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    model = tiny_llama(tok, seed=2)
+    seen: list[list[int]] = []
+    model.register_forward_pre_hook(
+        lambda _m, _a, kw: seen.append(kw["input_ids"][0].tolist()), with_kwargs=True
+    )
+    before = tok.encode('{"name": ', add_special_tokens=False)
+    after = tok.encode(', "age": ', add_special_tokens=False)
+    template = '{"name": \u25a2, "age": \u25a2}'
+    for seed in range(2):
+        seen.clear()
+        res = corral.infill(
+            model, template, tokenizer=tok, schema=schema, temperature=1.0, seed=seed
+        )
+        jsonschema.validate(res.value, schema)
+        assert res.stats["fim"] == 1
+        assert seen[0] == fmt.prompt(before, after)
+        # the second hole: the text before it (with the first fill), then the text after
+        last = seen[-1]
+        tail = [fmt.suffix_id, *tok.encode("}", add_special_tokens=False), fmt.middle_id]
+        assert last[: len(before) + 1] == [fmt.prefix_id, *before]
+        assert any(last[i : i + len(tail)] == tail for i in range(len(last)))
+    seen.clear()
+    res = corral.infill(model, template, tokenizer=tok, schema=schema, fim=None)
+    jsonschema.validate(res.value, schema)
+    assert "fim" not in res.stats and seen[0] == before
+
+
 def test_regular_constraints_use_dingo(denoiser: ExactDenoiser) -> None:
     """A regex constraint: exact token-level completability and DINGO block proposals."""
     from corral.automata.completion import RegularChecker, completion_checker

@@ -16,6 +16,11 @@ Two kinds of model:
   its next token after the text so far; the hole closes where its best proposal that
   keeps the whole completable is the first token of the text after the hole (or when it
   is full). The later holes count as gaps of up to ``hole_tokens`` tokens in the check.
+  A code model trained for fill-in-the-middle (its tokenizer has the markers of a family
+  in ``corral/integrations/fim.py``) reads the text after the hole as well: it is
+  prompted with ``<prefix> text before <suffix> text up to the next hole <middle>`` and
+  the hole also closes where its best proposal that keeps the whole completable is an
+  end-of-text token.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ..automata.completion import (
 )
 from ..automata.vocabulary import NORMAL
 from ..errors import IncompleteGenerationError
+from .fim import FimFormat, fim_format
 
 HOLE = "\u25a2"  # ▢
 
@@ -45,8 +51,9 @@ class Infill:
         value: ``text`` parsed (JSON Schema: the JSON value; pydantic: the model
             instance; grammar or regex: the text).
         fills: the text put into each hole, in order.
-        stats: ``checks`` (completability checks) and, for masked LMs, the decoder's
-            ``steps``, ``rejected`` and ``forced``.
+        stats: ``checks`` (completability checks); for masked LMs, the decoder's
+            ``steps``, ``rejected`` and ``forced``; ``fim``: 1 if a causal LM was given
+            fill-in-the-middle prompts.
     """
 
     text: str
@@ -69,6 +76,7 @@ def infill(
     seed: int | None = None,
     steps: int | None = None,
     max_retries: int = 8,
+    fim: str | tuple[str, str, str] | None = "auto",
     **schema_options: Any,
 ) -> Infill:
     """Fill the holes of ``template`` with ``model`` so that the text satisfies exactly
@@ -82,6 +90,10 @@ def infill(
         seed: seed of the sampling.
         steps: masked LMs: decoding steps (default: one per masked position).
         max_retries: masked LMs: proposals per position and step after a rejection.
+        fim: causal LMs: the fill-in-the-middle prompt layout (``"auto"``: the family whose
+            markers the tokenizer has, else none; a family name of
+            ``corral.integrations.fim.FORMATS``; three marker strings; ``None``: prompt
+            with the text before the hole only).
         schema_options: JSON Schema options (``final_check`` is always off here: keywords
             the grammar cannot express are refused, since a partial output cannot be
             checked against them).
@@ -112,9 +124,12 @@ def infill(
             max_retries,
         )  # fmt: skip
     else:
+        fmt = fim_format(tokenizer, fim)
         slots, fills_at, stats = _causal(
-            model, vocab, checker, known, hole_tokens, temperature, seed
+            model, vocab, checker, known, hole_tokens, temperature, seed, fmt
         )
+        if fmt is not None:
+            stats["fim"] = 1
     text = vocab.decode(slots).decode("utf-8", "replace")
     fills = [vocab.decode(f).decode("utf-8", "replace") for f in fills_at]
     stats["checks"] = checker.checks
@@ -180,6 +195,7 @@ def _causal(
     k: int,
     temperature: float,
     seed: int | None,
+    fmt: FimFormat | None = None,
 ) -> tuple[list[int], list[list[int]], dict[str, int]]:
     import torch
 
@@ -204,9 +220,12 @@ def _causal(
         if not fits(out, k, tail):
             raise ValueError("no filling of the holes can satisfy the constraint")
         fill: list[int] = []
+        # a FIM model reads the text up to the next hole after its suffix marker
+        fim_prompt = fmt.prompt(out, list(known[h + 1])) if fmt is not None else None
         while len(fill) < k:
+            context = [*fim_prompt, *fill] if fim_prompt is not None else out
             with torch.no_grad():
-                ids = torch.tensor([out or [vocab.eos_token_ids[0]]], dtype=torch.long)
+                ids = torch.tensor([context or [vocab.eos_token_ids[0]]], dtype=torch.long)
                 row = model(input_ids=ids).logits[0, -1].to(torch.float64)
             row[vocab.size :] = -torch.inf
             # the model's best, then the checker's candidates (computed only if needed):
@@ -216,8 +235,9 @@ def _causal(
             closing = tail[0] if tail and tail[0] != MASK else None
             chosen = None
             for t in order:
-                if t == closing and fill and checker.check([*out, *tail]):
-                    break  # the model continues with the text after the hole: close it
+                ends = t == closing or (fmt is not None and t in vocab.eos_token_ids)
+                if ends and fill and checker.check([*out, *tail]):
+                    break  # the model goes on after the hole (or ends the middle): close it
                 if vocab.kinds[t] != NORMAL:
                     continue
                 if fits([*out, t], k - len(fill) - 1, tail):
