@@ -49,7 +49,7 @@ from ..tables import (
 )
 
 MAX_DEPTH = 32  # frames of one unfolding
-MAX_EXPANSIONS = 256  # symbols unfolded per set before the rest keep identity classes
+MAX_EXPANSIONS = 256  # symbols one unfolding may expand; past that the root keeps its identity
 _K_ITEM = 0x100000001B3
 _K_SYM = 0x2127599BF4325C37
 _K_REF = 0x61C8864680B583EB
