@@ -84,7 +84,7 @@ class CompletionChecker:
             rep.setdefault(int(byte_class[byte]), byte)
         self.class_bytes = np.array(sorted(rep.values()), np.int64)
         self._classes = np.array(sorted(rep), np.int64)
-        self._comp = np.zeros(max(2, 2 * len(rep)), np.int64)
+        self._comp = np.zeros(max(1, len(rep)), np.int64)
         self._can_end = bool(vocab.eos_token_ids)
         self._matcher = compiled.matcher()
         self._prefix: list[int] = []

@@ -95,10 +95,9 @@ def classify_set(gt, P, L, S, stamp, ser, k, p_end, l_end):  # type: ignore[no-u
             stamp[st_val + s] = 0
             P[q, 2] = -1
         stamp[st_head + s] = q
-    budget = MAX_EXPANSIONS
     for q in range(S[k, 0], p_end):
         if P[q, 1] == k:
-            v = _cont(gt, P, stamp, k, ser, NT + gt[item_lhs + P[q, 0]], budget, fr)
+            v = _cont(gt, P, stamp, k, ser, NT + gt[item_lhs + P[q, 0]], fr)
             if v != 0:
                 P[q, 3] = v
     lex_term = gt[H_LEX_TERM]
@@ -107,13 +106,13 @@ def classify_set(gt, P, L, S, stamp, ser, k, p_end, l_end):  # type: ignore[no-u
         if L[q, 1] == k:
             t = gt[lex_term + L[q, 0]]
             if gt[ignore + t] == 0:
-                v = _cont(gt, P, stamp, k, ser, t, budget, fr)
+                v = _cont(gt, P, stamp, k, ser, t, fr)
                 if v != 0:
                     L[q, 3] = v
 
 
 @njit(cache=True, nogil=True)
-def _cont(gt, P, stamp, k, ser, root, budget, fr):  # type: ignore[no-untyped-def]
+def _cont(gt, P, stamp, k, ser, root, fr):  # type: ignore[no-untyped-def]
     """``cont(k, root)`` (never 0), or 0 if its unfolding is too large."""
     NT = gt[H_NT]
     n_sym = NT + gt[H_NN]
@@ -165,7 +164,7 @@ def _cont(gt, P, stamp, k, ser, root, budget, fr):  # type: ignore[no-untyped-de
                 q = P[q, 2]
                 continue
             expansions += 1
-            if sp >= MAX_DEPTH or expansions > budget:
+            if sp >= MAX_DEPTH or expansions > MAX_EXPANSIONS:
                 return 0
             stamp[f + 1] = q  # resume here once the child's value is known
             g = fr + 4 * sp

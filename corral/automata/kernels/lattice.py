@@ -52,33 +52,30 @@ def _same_ends(gt, lex_trans, L, S, j, c1, c2):  # type: ignore[no-untyped-def]
 def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
     """Read one byte of any class in ``classes`` after set ``k-1`` (the top).
 
-    ``comp``: ``int64`` scratch, two slots per class. Returns the new number of sets, 0 if
+    ``comp``: ``int64`` scratch, one slot per class. Returns the new number of sets, 0 if
     no byte of the gap can be read here, or an error (see ``scan_byte``).
     """
     j = k - 1
     ni = gt[H_NI]
     lex_accept = gt[H_LEX_ACCEPT]
     n_c = classes.shape[0]
-    ends_h = comp[n_c:]
     nxt = k
     # 1. per class, the completion set of the lexemes that end before it (shared by
     #    classes that end the same ones); -1: none end, or their completion is dead
     for ci in range(n_c):
         c = classes[ci]
         comp[ci] = -1
-        # a hash of the accepting items this class ends (0: none), so that classes which
-        # end different items are told apart without comparing their items
-        h = 0
+        ends = False
         for idx in range(S[j, 1], S[j + 1, 1]):
             g = L[idx, 0]
             if gt[lex_accept + g] != 0 and lex_trans[g, c] < 0:
-                h += (idx + 1) * 0x9E3779B97F4A7C15
-        ends_h[ci] = h
-        if h == 0:
+                ends = True
+                break
+        if not ends:
             continue
         shared = -1
         for cj in range(ci):
-            if ends_h[cj] == h and _same_ends(gt, lex_trans, L, S, j, c, classes[cj]):
+            if _same_ends(gt, lex_trans, L, S, j, c, classes[cj]):
                 shared = cj
                 break
         if shared >= 0:
