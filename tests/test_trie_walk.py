@@ -10,6 +10,8 @@ earlier ones stored in the grammar's subtree memo: the comparison covers those c
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from support.tokenizers import load_vocab
@@ -21,6 +23,7 @@ from corral.automata.tables import (
     H_G,
     H_LEX_ACCEPT,
 )
+from corral.automata.vocabulary import SPECIAL
 
 GRAMMARS = {
     "schema": {
@@ -33,17 +36,53 @@ GRAMMARS = {
             "path": {"type": "string", "pattern": "^[^/#]+/[^/#]+$"},
             "words": {"type": "string", "pattern": "^(?:\\S+\\s+){0,2}\\S+$", "maxLength": 12},
             "tags": {"type": "array", "items": {"type": "string", "format": "email"}},
+            "note": {"type": "string", "minLength": 2, "maxLength": 40},
+            "plainish": {"type": "string", "pattern": "^[^é]{0,30}$"},
+            "tiny": {"type": "string", "minLength": 2, "maxLength": 5},
         },
     },
     "lark": r"""
         start: item+
-        item: DQ | SQ | WORD | LINE
+        item: DQ | SQ | WORD | LINE | QUOTE | SHORT
         DQ: /"[^"\n]*"/
         SQ: /'[^']*'/
         WORD: /[ -~]+;/
         LINE: /#[^\n]*\n/
+        QUOTE: /«[^»]*»/
+        SHORT: /<[^<>é]{0,20}>/
     """,
 }
+
+
+# pieces of crafted tokens: characters of every UTF-8 length, what ends or escapes a
+# string, and byte sequences that are not UTF-8 (a bad continuation, a surrogate, a code
+# point above U+10FFFF, an overlong form, a stray continuation byte, a cut character)
+_PIECES = [
+    b"a", b"Z", b" ", "é".encode(), "ß".encode(), "の".encode(), "€".encode(),
+    "😀".encode(), b"\n", b'"', b"\\", b"\\n", b"\xff", b"\xc3(", b"\xe3\x81",
+    b"\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\x80",
+]  # fmt: skip
+
+
+def _with_crafted_tokens(vocab):  # type: ignore[no-untyped-def]
+    """``vocab`` plus 6,000 tokens built from ``_PIECES``, most of them inside a string.
+
+    Real vocabularies hold few tokens where characters of several lengths, quotes and
+    invalid bytes meet; these make the subtrees that character runs skip large and
+    mixed."""
+    rng = random.Random(0)
+    known = set(vocab._token_bytes)
+    extra: list[bytes] = []
+    while len(extra) < 6000:
+        head = rng.choice([b'"', b'"', b"", '"é'.encode()])
+        tok = head + b"".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 9)))
+        if tok not in known:
+            known.add(tok)
+            extra.append(tok)
+    n = vocab.tokenizer_size
+    tokens = list(vocab._token_bytes[:n]) + extra
+    special = [i for i in range(n) if vocab._kinds[i] == SPECIAL]
+    return corral.Vocabulary(tokens, eos_token_ids=vocab.eos_token_ids, special_ids=special)
 
 
 def _parents(trie):  # type: ignore[no-untyped-def]
@@ -74,12 +113,16 @@ def _node_states(trie, parent, levels, lex_trans, byte_class, g):  # type: ignor
         ("lark", "llama3", DEFAULT_MAX_BYTES),
         ("schema", "gemma3", DEFAULT_MAX_BYTES),
         ("lark", "gemma3", DEFAULT_MAX_BYTES),
+        ("schema", "llama3+crafted", DEFAULT_MAX_BYTES),
+        ("lark", "llama3+crafted", DEFAULT_MAX_BYTES),
         # a memo that cannot grow: walks go on once it is full, storing nothing more
         ("schema", "llama3", 0),
     ],
 )
 def test_walk_matches_reference(name: str, tokenizer: str, memo_bytes: int) -> None:
-    vocab = load_vocab(tokenizer)
+    vocab = load_vocab(tokenizer.removesuffix("+crafted"))
+    if tokenizer.endswith("+crafted"):
+        vocab = _with_crafted_tokens(vocab)
     cg = corral.compile(GRAMMARS[name], vocab, cache=False, precompute=False)
     cg._subtrees = SubtreeMemo(vocab.trie.n_large, max_bytes=memo_bytes)
     trie = vocab.trie
@@ -121,9 +164,14 @@ def test_walk_matches_reference(name: str, tokenizer: str, memo_bytes: int) -> N
             if s1 >= 0 and not accept[s1] and np.all(lex_trans[s1, byte_class[plain]] == s1):
                 skipping += 1
     assert skipping > 0
+    # states that skip runs of whole characters, and states that take plain bytes alike
+    # but not some multi-byte character (``[^é]``, ``[^»]``)
+    _, _, _, step, _, _, mb = cg._scratch
+    assert np.any(mb[:, 1] > 1)
+    assert np.any((mb[:, 0] == 0) & (step >= 0))
     if name == "schema":
         # states that skip runs of all plain bytes but a few (a space, a '/')
-        _, _, run, step, excl, _ = cg._scratch
+        _, _, run, step, excl, _, _ = cg._scratch
         few = [
             g
             for g in range(cg.tables.n_lexer_states)

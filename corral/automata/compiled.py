@@ -125,14 +125,17 @@ class CompiledGrammar:
                 np.full(G, -3, np.int32),
                 np.zeros((G, 2), np.int64),
                 np.zeros(G, np.int32),
+                np.full((G, 2), -1, np.int32),
             )
-        dead, ends_buf, run, step, excl, skip = self._scratch
+        dead, ends_buf, run, step, excl, skip, mb = self._scratch
         sm = self._subtrees
         n_dead, n_ends, n_tok = lexer_state_walk(
             lt.gt, lt.lex_trans, trie.node_byte, trie.depth_small, trie.subtree_end,
             trie.rank_at, trie.max_depth, trie.plain, trie.frontier,
             trie.frontier_begin, trie.frontier_end, trie.plain_height, trie.plain_below,
-            run, step, excl, skip, trie.large_index, sm.state, sm.entry, sm.entries, sm.store,
+            trie.char_frontier, trie.char_frontier_begin, trie.char_frontier_end,
+            trie.char_height, trie.char_below, trie.chars,
+            run, step, excl, skip, mb, trie.large_index, sm.state, sm.entry, sm.entries, sm.store,
             sm.ctl, g, dead, ends_buf,
         )  # fmt: skip
         sm.grow_if_full()

@@ -19,6 +19,7 @@ from ..errors import TokenizerError
 from .state_cache import StateCacheStore
 
 NORMAL, SPECIAL, EOS, PADDING, EMPTY = 0, 1, 2, 3, 4
+CHAR_HEIGHT_NONE = 1 << 30  # char_height of nodes that end inside a character
 # bytes whose runs trie walks may skip: printable ASCII but '"' and '\\'
 PLAIN_BYTES = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
 _KIND_NAMES = {NORMAL: "normal", SPECIAL: "special", EOS: "eos", PADDING: "padding", EMPTY: "empty"}
@@ -43,6 +44,14 @@ class TokenTrie:
     ``plain_height[i]`` is the length of the longest all-plain path down from it, and
     ``plain_below[i]`` the set of bytes on those paths.
 
+    Walks also skip runs of whole *characters* (plain bytes and valid multi-byte UTF-8
+    characters, ``kernels.trie.utf8_chars``) from states that loop on all of them: node
+    ``i``'s first descendants outside such a run are ``char_frontier[char_frontier_begin[i]
+    : char_frontier_end[i]]``; ``char_height[i]`` is the number of whole characters on the
+    longest run down from it (``CHAR_HEIGHT_NONE`` where ``i`` ends inside a character:
+    no run starts there), ``char_below[i]`` the ASCII bytes on those runs, and
+    ``chars[i]`` the number of characters decoded from the root up to ``i``.
+
     Nodes with at least ``MEMO_MIN`` nodes in their subtree are numbered ``0 ..
     n_large``, in preorder, by ``large_index`` (-1 for the others): walks remember
     what they found below these (``subtree_memo.SubtreeMemo``).
@@ -60,11 +69,17 @@ class TokenTrie:
     max_depth: int
     depth_small: np.ndarray  # depth as uint8 when every depth fits (faster walks), else depth
     plain: np.ndarray  # uint8 [256]: 1 for the bytes a walk may skip runs of (PLAIN_BYTES)
-    frontier: np.ndarray  # int32: non-plain nodes; see kernels.trie.plain_frontier
+    frontier: np.ndarray  # int32: non-plain nodes; see kernels.trie.skip_frontier
     frontier_begin: np.ndarray  # int32 [n_nodes]
     frontier_end: np.ndarray  # int32 [n_nodes]
     plain_height: np.ndarray  # int32 [n_nodes]: nodes on the longest plain path down from i
     plain_below: np.ndarray  # int64 [n_nodes, 2]: bit set of the bytes on those paths
+    char_frontier: np.ndarray  # int32: nodes outside character runs; kernels.trie.skip_frontier
+    char_frontier_begin: np.ndarray  # int32 [n_nodes]
+    char_frontier_end: np.ndarray  # int32 [n_nodes]
+    char_height: np.ndarray  # int32 [n_nodes]: characters on the longest run down from i
+    char_below: np.ndarray  # int64 [n_nodes, 2]: bit set of the ASCII bytes on those runs
+    chars: np.ndarray  # int32 [n_nodes]: characters decoded on the path from the root
     all_ids: np.ndarray  # uint32 [ceil(vocab_size / 32)]: id bitmask of every trie token
     large_index: np.ndarray  # int32 [n_nodes]: index among the large nodes, or -1
     n_large: int
@@ -279,7 +294,7 @@ class Vocabulary:
     def _build_trie(self) -> TokenTrie:
         from .bitmask import bitmask_words
         from .kernels.mask import MEMO_MIN
-        from .kernels.trie import build_trie, plain_bytes_below, plain_frontier
+        from .kernels.trie import ascii_below, build_trie, skip_frontier, utf8_chars
 
         ids = [i for i in range(self.size) if self._kinds[i] == NORMAL]
         ids.sort(key=self._token_bytes.__getitem__)
@@ -298,10 +313,18 @@ class Vocabulary:
         np.cumsum(tok_count, out=rank_at[1:])
         plain = np.zeros(256, np.uint8)
         plain[list(PLAIN_BYTES)] = 1
-        frontier, frontier_begin, frontier_end, plain_height = plain_frontier(
-            node_byte, parent, subtree_end, plain
+        is_plain = plain[node_byte]
+        is_plain[0] = 0
+        frontier, frontier_begin, frontier_end, plain_height = skip_frontier(
+            parent, subtree_end, is_plain, is_plain
         )
-        plain_below = plain_bytes_below(node_byte, parent, plain)
+        plain_below = ascii_below(node_byte, parent, is_plain)
+        in_char, boundary, chars = utf8_chars(node_byte, parent, plain)
+        char_frontier, char_begin, char_end, char_height = skip_frontier(
+            parent, subtree_end, in_char, in_char & boundary
+        )
+        char_height[boundary == 0] = CHAR_HEIGHT_NONE
+        char_below = ascii_below(node_byte, parent, in_char)
         all_ids = np.zeros(bitmask_words(self.size), np.uint32)
         bit = np.uint32(1) << (token_ids & 31).astype(np.uint32)
         np.bitwise_or.at(all_ids, token_ids >> 5, bit)
@@ -327,6 +350,12 @@ class Vocabulary:
             frontier_end,
             plain_height,
             plain_below,
+            char_frontier,
+            char_begin,
+            char_end,
+            char_height,
+            char_below,
+            chars,
             all_ids,
             large_index,
             int(large.sum()),

@@ -98,10 +98,17 @@ def lexer_state_walk(
     frontier_end,
     plain_height,
     plain_below,
+    char_frontier,
+    char_begin,
+    char_end,
+    char_height,
+    char_below,
+    chars,
     run,
     step,
     excl,
     skip,
+    mb,
     large_index,
     sm_state,
     sm_entry,
@@ -137,7 +144,19 @@ def lexer_state_walk(
     (``plain_below``) is an exception of a state on the way, every token on such a path
     lives and no lexeme ends on one, so the walk jumps straight to the node's frontier,
     its first non-plain descendants, listed in ``frontier[frontier_begin[x] :
-    frontier_end[x]]`` (``kernels.trie.plain_frontier``).
+    frontier_end[x]]`` (``kernels.trie.skip_frontier``).
+
+    Runs of whole characters are skipped the same way. Where, from every state ``f^i(s)``
+    on the way, each valid multi-byte UTF-8 character also leads to ``f^{i+1}(s)``
+    through live, non-accepting states (``_char_run``), a path of whole characters
+    (``kernels.trie.utf8_chars``) lives and ends no lexeme, and so does a path that
+    stops inside a character: the walk jumps from a node between characters to its
+    ``char_frontier``, the nodes where such a run stops. ``char_height`` counts the
+    characters on the longest run (``chars`` counts them from the root, which gives the
+    state at a frontier node's parent) and ``char_below`` the ASCII bytes on the runs.
+    ``mb`` (``int32 [G, 2]`` filled with -1 before the first walk, then kept) memoises
+    per lexer state whether it takes multi-byte characters as it takes plain bytes
+    (``_mb_like_plain``: 1 yes, 0 no) and how many states of its chain do (``_char_run``).
 
     ``run``, ``step``, ``excl`` and ``skip`` (``int32 [G]`` filled with -1, -3 and 0,
     and ``int64 [G, 2]`` zeros, before the first walk of a grammar, then kept) memoise
@@ -174,11 +193,12 @@ def lexer_state_walk(
             sm_ctl,
         )  # fmt: skip
     # jumps in progress: node jumped from, frontier cursor and end, end of the subtree of
-    # the frontier node being walked
+    # the frontier node being walked, which frontier
     own = np.empty(max_depth + 2, np.int32)
     cur = np.empty(max_depth + 2, np.int32)
     cend = np.empty(max_depth + 2, np.int32)
     lim = np.empty(max_depth + 2, np.int32)
+    fk = np.empty(max_depth + 2, np.uint8)  # 0: plain frontier, 1: character frontier
     sp = 0
     # subtrees being remembered: node, state, first dead pair, first end pair
     open_ = np.empty((max_depth + 2, 4), np.int32)
@@ -198,11 +218,16 @@ def lexer_state_walk(
             c = cur[sp - 1] + 1
             if c < cend[sp - 1]:
                 cur[sp - 1] = c
-                x = frontier[c]
-                lim[sp - 1] = subtree_end[x]
                 s = states[depth[o]]
-                if step[s] != s:
-                    s = _power(step, s, depth[x] - 1 - depth[o])
+                if fk[sp - 1] == 0:
+                    x = frontier[c]
+                    if step[s] != s:
+                        s = _power(step, s, depth[x] - 1 - depth[o])
+                else:
+                    x = char_frontier[c]
+                    if step[s] != s:
+                        s = _power(step, s, chars[x] - 1 - chars[o])
+                lim[sp - 1] = subtree_end[x]
                 states[depth[x] - 1] = s
             else:
                 x = subtree_end[o]
@@ -241,12 +266,27 @@ def lexer_state_walk(
             r = run[s]
             if r < 0:
                 r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap)
+            h = char_height[x]
+            if (
+                r >= h
+                and (char_below[x, 0] & excl[s, 0]) == 0
+                and (char_below[x, 1] & excl[s, 1]) == 0
+                and _char_run(lex_trans, byte_class, lex_accept, plain, step, excl, mb, s, cap) > h
+            ):
+                own[sp] = x
+                fk[sp] = 1
+                cur[sp] = char_begin[x] - 1
+                cend[sp] = char_end[x]
+                lim[sp] = 0  # take the first frontier node next
+                sp += 1
+                continue
             if (
                 r >= plain_height[x]
                 and (plain_below[x, 0] & excl[s, 0]) == 0
                 and (plain_below[x, 1] & excl[s, 1]) == 0
             ):
                 own[sp] = x
+                fk[sp] = 0
                 cur[sp] = frontier_begin[x] - 1
                 cend[sp] = frontier_end[x]
                 lim[sp] = 0  # take the first frontier node next
@@ -545,6 +585,99 @@ def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap
     run[s] = n
     excl[s, 0] = e0
     excl[s, 1] = e1
+    return n
+
+
+# valid multi-byte UTF-8 characters: lead byte range, second byte range, length
+_UTF8_FORMS = np.array(
+    [
+        [0xC2, 0xDF, 0x80, 0xBF, 2],
+        [0xE0, 0xE0, 0xA0, 0xBF, 3],
+        [0xE1, 0xEC, 0x80, 0xBF, 3],
+        [0xED, 0xED, 0x80, 0x9F, 3],
+        [0xEE, 0xEF, 0x80, 0xBF, 3],
+        [0xF0, 0xF0, 0x90, 0xBF, 4],
+        [0xF1, 0xF3, 0x80, 0xBF, 4],
+        [0xF4, 0xF4, 0x80, 0x8F, 4],
+    ],
+    np.int32,
+)
+_MB_SET = 64  # states a character's bytes may lead to, per position, before giving up
+
+
+@njit(cache=True, nogil=True)
+def _mb_like_plain(lex_trans, byte_class, lex_accept, f, s):  # type: ignore[no-untyped-def]
+    """Whether every valid multi-byte UTF-8 character takes ``s`` to ``f`` (>= 0) through
+    live, non-accepting states. Decided on the sets of states each byte position can
+    reach (``_MB_SET`` at most; more answers no)."""
+    cur = np.empty(_MB_SET, np.int32)
+    nxt = np.empty(_MB_SET, np.int32)
+    for k in range(_UTF8_FORMS.shape[0]):
+        n = 1
+        cur[0] = s
+        length = _UTF8_FORMS[k, 4]
+        for pos in range(length):
+            if pos == 0:
+                lo = _UTF8_FORMS[k, 0]
+                hi = _UTF8_FORMS[k, 1]
+            elif pos == 1:
+                lo = _UTF8_FORMS[k, 2]
+                hi = _UTF8_FORMS[k, 3]
+            else:
+                lo = 0x80
+                hi = 0xBF
+            m = 0
+            for i in range(n):
+                for b in range(lo, hi + 1):
+                    t = lex_trans[cur[i], byte_class[b]]
+                    if pos == length - 1:
+                        if t != f:
+                            return False
+                        continue
+                    if t < 0 or lex_accept[t] != 0:
+                        return False
+                    seen = False
+                    for j in range(m):
+                        if nxt[j] == t:
+                            seen = True
+                            break
+                    if not seen:
+                        if m == _MB_SET:
+                            return False
+                        nxt[m] = t
+                        m += 1
+            if pos < length - 1:
+                n = m
+                cur[:n] = nxt[:n]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _char_run(lex_trans, byte_class, lex_accept, plain, step, excl, mb, s, cap):  # type: ignore[no-untyped-def]
+    """How many states ``s, f(s), f^2(s), ...`` (up to ``cap``) in a row take every
+    valid multi-byte character where they take plain bytes (``_mb_like_plain``). Call
+    only after ``_plain_run(s)``."""
+    if mb[s, 1] >= 0:
+        return mb[s, 1]
+    n = 0
+    t = s
+    while n < cap:
+        if mb[t, 0] < 0:
+            f = _plain_step(lex_trans, byte_class, plain, step, excl, t)
+            like = f >= 0 and _mb_like_plain(lex_trans, byte_class, lex_accept, f, t)
+            mb[t, 0] = 1 if like else 0
+        if mb[t, 0] == 0:
+            break
+        n += 1
+        f = step[t]
+        if f in (s, t):
+            n = cap
+            break
+        if mb[f, 1] >= 0:
+            n = min(cap, n + mb[f, 1])
+            break
+        t = f
+    mb[s, 1] = n
     return n
 
 

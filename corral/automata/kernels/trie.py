@@ -81,26 +81,112 @@ def build_trie(
 
 
 @njit(cache=True, nogil=True)
-def plain_frontier(
-    node_byte: np.ndarray, parent: np.ndarray, subtree_end: np.ndarray, plain: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The first non-plain nodes below each node, and the longest plain path below it.
+def utf8_chars(
+    node_byte: np.ndarray, parent: np.ndarray, plain: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode each token path into characters, for walks that skip whole characters.
 
-    Node ``y``'s *frontier* is the set of its descendants whose byte is not plain
-    (``plain[b] == 0``) and whose path from ``y`` is plain in between. Returns ``(nodes,
-    begin, end, height)``: node ``x``'s frontier is ``nodes[begin[x] : end[x]]``, in
-    preorder, and ``height[x]`` is the number of nodes on the longest all-plain path down
-    from ``x``. ``nodes`` lists each non-plain node once, grouped by its nearest proper
-    ancestor that is the root or not plain (its *owner*); a plain node's frontier is a
-    slice of its owner's list, since its subtree is a preorder range.
+    A *good* character is a plain byte (``plain[b] != 0``) or a valid multi-byte UTF-8
+    character: a lead byte ``C2..F4`` all of whose descendants within the character's
+    length carry valid continuation bytes (the second byte's range depends on the lead,
+    which excludes overlong forms, surrogates and code points above U+10FFFF). A path may
+    end inside a good character. Decoding goes from the root, one character after
+    another; a node that starts something else (``"``, a control byte, a stray
+    continuation byte, a lead with an invalid continuation somewhere below) is *bad*,
+    and decoding starts afresh after it.
+
+    Returns ``(skippable, boundary, chars)``, each of length ``n_nodes``:
+    ``skippable[y]`` (``uint8``) is 1 when ``y`` lies inside a good character;
+    ``boundary[y]`` (``uint8``) is 1 when decoding is between characters after ``y``
+    (the root, bad nodes, and the last byte of a good character); ``chars[y]``
+    (``int32``) counts the boundary nodes on the path from the root to ``y``. Between a
+    boundary node ``x`` and a bad descendant ``y`` reached through skippable nodes only,
+    the path holds ``chars[y] - 1 - chars[x]`` whole good characters.
     """
     n = node_byte.shape[0]
+    bad_lead = np.zeros(n, np.uint8)
+    for y in range(1, n):
+        # check y against the leads up to three levels above it
+        a = parent[y]
+        k = 1
+        while k <= 3 and a != 0:
+            lead = node_byte[a]
+            if _utf8_len(lead) > k:
+                lo, hi = _utf8_range(lead, k)
+                if node_byte[y] < lo or node_byte[y] > hi:
+                    bad_lead[a] = 1
+            a = parent[a]
+            k += 1
+    rem = np.zeros(n, np.int8)  # continuation bytes still to come after the node
+    skippable = np.zeros(n, np.uint8)
+    boundary = np.zeros(n, np.uint8)
+    chars = np.zeros(n, np.int32)
+    boundary[0] = 1
+    for y in range(1, n):
+        p = parent[y]
+        b = node_byte[y]
+        if rem[p] > 0:
+            rem[y] = rem[p] - 1
+            skippable[y] = 1
+        elif plain[b] != 0:
+            skippable[y] = 1
+        elif _utf8_len(b) > 1 and bad_lead[y] == 0:
+            rem[y] = _utf8_len(b) - 1
+            skippable[y] = 1
+        boundary[y] = 1 if rem[y] == 0 else 0
+        chars[y] = chars[p] + boundary[y]
+    return skippable, boundary, chars
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8_len(lead):  # type: ignore[no-untyped-def]
+    """Length of the UTF-8 character a lead byte starts (0: not a valid lead)."""
+    if 0xC2 <= lead <= 0xDF:
+        return 2
+    if 0xE0 <= lead <= 0xEF:
+        return 3
+    if 0xF0 <= lead <= 0xF4:
+        return 4
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8_range(lead, k):  # type: ignore[no-untyped-def]
+    """Valid range of byte ``k`` (1: the one after the lead) of a character."""
+    if k == 1:
+        if lead == 0xE0:
+            return 0xA0, 0xBF
+        if lead == 0xED:
+            return 0x80, 0x9F
+        if lead == 0xF0:
+            return 0x90, 0xBF
+        if lead == 0xF4:
+            return 0x80, 0x8F
+    return 0x80, 0xBF
+
+
+@njit(cache=True, nogil=True)
+def skip_frontier(
+    parent: np.ndarray, subtree_end: np.ndarray, skippable: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The first non-skippable nodes below each node, and the longest skippable path.
+
+    Node ``y``'s *frontier* is the set of its descendants that are not skippable
+    (``skippable[d] == 0``) and whose path from ``y`` is skippable in between. Returns
+    ``(nodes, begin, end, height)``: node ``x``'s frontier is ``nodes[begin[x] :
+    end[x]]``, in preorder, and ``height[x]`` is the greatest sum of ``counts`` over the
+    nodes of an all-skippable path down from ``x`` (with ``counts`` all ones: its
+    length). ``nodes`` lists each non-skippable node once, grouped by its nearest proper
+    ancestor that is the root or not skippable (its *owner*); a skippable node's frontier
+    is a slice of its owner's list, since its subtree is a preorder range.
+    """
+    n = parent.shape[0]
     owner = np.zeros(n, np.int32)
     count = np.zeros(n + 1, np.int32)
     for y in range(1, n):
         p = parent[y]
-        owner[y] = p if p == 0 or plain[node_byte[p]] == 0 else owner[p]
-        if plain[node_byte[y]] == 0:
+        owner[y] = p if p == 0 or skippable[p] == 0 else owner[p]
+        if skippable[y] == 0:
             count[owner[y] + 1] += 1
     start = np.zeros(n + 1, np.int32)
     for i in range(n):
@@ -108,14 +194,14 @@ def plain_frontier(
     fill = start[:n].copy()
     nodes = np.zeros(start[n], np.int32)
     for y in range(1, n):
-        if plain[node_byte[y]] == 0:
+        if skippable[y] == 0:
             o = owner[y]
             nodes[fill[o]] = y
             fill[o] += 1
     begin = np.zeros(n, np.int32)
     end = np.zeros(n, np.int32)
     for x in range(n):
-        if x == 0 or plain[node_byte[x]] == 0:
+        if x == 0 or skippable[x] == 0:
             begin[x] = start[x]
             end[x] = start[x + 1]
         else:
@@ -126,28 +212,29 @@ def plain_frontier(
             end[x] = lo + np.searchsorted(nodes[lo:hi], subtree_end[x])
     h = np.zeros(n, np.int32)
     for y in range(n - 1, 0, -1):
-        if plain[node_byte[y]] != 0:
+        if skippable[y] != 0:
             p = parent[y]
-            if h[y] + 1 > h[p]:
-                h[p] = h[y] + 1
+            if h[y] + counts[y] > h[p]:
+                h[p] = h[y] + counts[y]
     return nodes, begin, end, h
 
 
 @njit(cache=True, nogil=True)
-def plain_bytes_below(node_byte: np.ndarray, parent: np.ndarray, plain: np.ndarray) -> np.ndarray:
-    """Per node, the plain bytes on its plain paths down (up to its frontier).
+def ascii_below(node_byte: np.ndarray, parent: np.ndarray, skippable: np.ndarray) -> np.ndarray:
+    """Per node, the ASCII bytes on its skippable paths down (up to its frontier).
 
     Returns ``int64 [n_nodes, 2]``: bit ``b`` of word ``b >> 6`` is set for node ``x``
-    when some descendant ``y`` reached from ``x`` through plain nodes only (``y``
-    included) has byte ``b``. Plain bytes are ASCII, so two words hold them.
+    when some descendant ``y`` reached from ``x`` through skippable nodes only (``y``
+    included) has byte ``b < 128``. Bytes from 128 up are not recorded.
     """
     n = node_byte.shape[0]
     below = np.zeros((n, 2), np.int64)
     for y in range(n - 1, 0, -1):
-        b = node_byte[y]
-        if plain[b] != 0:
+        if skippable[y] != 0:
+            b = node_byte[y]
             p = parent[y]
             below[p, 0] |= below[y, 0]
             below[p, 1] |= below[y, 1]
-            below[p, b >> 6] |= np.int64(1) << (b & 63)
+            if b < 128:
+                below[p, b >> 6] |= np.int64(1) << (b & 63)
     return below
