@@ -245,9 +245,12 @@ def test_errors() -> None:
 
 
 def test_budgets() -> None:
+    # an enum's strings are one terminal while its automaton fits in max_states; past
+    # that, one terminal per string, and the rule budget stops a huge enum
     big = {"enum": [f"value {i}" for i in range(5000)]}
+    assert len(Grammar.from_json_schema(big, max_rules=1000).rules) < 10
     with pytest.raises(CompileBudgetError, match="max_rules"):
-        Grammar.from_json_schema(big, max_rules=1000)
+        Grammar.from_json_schema(big, max_rules=1000, max_states=5000)
     nested: dict = {"type": "integer"}
     for _ in range(12):
         nested = {"anyOf": [nested, {"type": "array", "items": nested}]}

@@ -5,12 +5,14 @@ from __future__ import annotations
 import random
 import re
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corral import CompileBudgetError, GrammarError, UnsupportedFeatureError
 from corral.grammar.regex import literal_dfa, python_regex_dfa
+from corral.grammar.regex.dfa import minimize, union_of_literals
 from corral.grammar.regex.utf8 import utf8_sequences
 
 ALPHABET = 'ab01 _"\\.\n\tXé€中🙂'
@@ -226,3 +228,22 @@ def test_random_regexes_agree_with_re(pattern: str, words: list[str]) -> None:
     rx = re.compile(pattern)
     for w in [*words, ""]:
         assert dfa.matches(w.encode()) == (rx.fullmatch(w) is not None), (pattern, w)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(max_size=5).map(lambda b: bytes(x % 4 + 0x61 for x in b)), max_size=12),
+    st.lists(st.binary(max_size=6).map(lambda b: bytes(x % 4 + 0x61 for x in b)), max_size=20),
+)
+def test_union_of_literals_is_exact_and_minimal(words: list[bytes], probes: list[bytes]) -> None:
+    """The word-set automaton (an enum's strings, an object's listed keys) accepts exactly
+    its words and cannot be made smaller."""
+    dfa = union_of_literals(words)
+    for w in words + probes:
+        assert dfa.matches(w) == (w in words)
+    if words:
+        trans, _ = minimize(dfa.trans, dfa.accept)
+        assert trans.shape[0] == dfa.n_states
+        assert np.all(dfa.trans[dfa.trans >= 0] < dfa.n_states)
+    else:
+        assert dfa.is_empty()

@@ -22,6 +22,7 @@ keyword and its JSON pointer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -34,7 +35,7 @@ from ...errors import CompileBudgetError, EmptyLanguageError, UnsupportedFeature
 from ..ir import Grammar, Rule, Terminal
 from ..regex import ByteDFA, ast, literal_dfa, python_regex_dfa
 from ..regex.charset import CharSet
-from ..regex.dfa import deadline, difference, intersect
+from ..regex.dfa import deadline, difference, intersect, union_of_literals
 from .load import LoadedSchema, pointer_join
 from .strings import MAX_EXACT_LENGTH, body_of_node, constrained_string, plain_string
 
@@ -141,6 +142,21 @@ class Finding:
 class Translation:
     grammar: Grammar
     findings: list[Finding] = field(default_factory=list)
+
+
+def _trie_states(texts: list[str]) -> int:
+    """States of the trie spelling ``texts`` (UTF-8): one per distinct prefix."""
+    n = 1
+    prev = b""
+    for w in sorted(t.encode() for t in texts):
+        common = 0
+        for a, b in zip(prev, w, strict=False):
+            if a != b:
+                break
+            common += 1
+        n += len(w) - common
+        prev = w
+    return n
 
 
 def _canonical(value: Any) -> str:
@@ -541,13 +557,37 @@ class _Builder:
             values = [v for v in values if _is_valid(validator, v)]
         name = self.fresh("enum")
         seen: set[str] = set()
+        words: list[str] = []  # strings, booleans and null: spelled one way each
         for v in values:
             c = _canonical(v)
             if c in seen:
                 continue
             seen.add(c)
-            self.add(name, self.const(v))
+            if isinstance(v, (str, bool)) or v is None:
+                words.append(c)
+            else:
+                self.add(name, self.const(v))
+        if len(words) > 1 and _trie_states(words) <= self.opt.max_states:
+            self.add(name, self.words(words))
+        else:  # one terminal per text: the rule budget bounds a huge enum
+            for c in words:
+                self.add(name, self.lit(c))
         return name if seen else None
+
+    def words(self, texts: list[str]) -> str:
+        """One terminal for a set of literal texts (an enum's strings): one lexer state
+        reads them all, where a terminal per text would put one lexeme item per text in
+        the parse."""
+        key = hashlib.blake2b("\0".join(sorted(texts)).encode(), digest_size=16).hexdigest()
+        shown = ", ".join(texts[:3]) + (", ..." if len(texts) > 3 else "")
+        name = self.term(
+            "words:" + key,
+            lambda: union_of_literals([t.encode() for t in texts]),
+            f"one of {len(texts)} values ({shown})",
+            "WORDS",
+        )
+        assert name is not None
+        return name
 
     def validator_for(self, schema: Any, resolver: Any) -> Any:
         if self._validator_cls is None:
@@ -947,8 +987,6 @@ class _Builder:
     def other_keys(self, listed: list[bytes], names_filter: ByteDFA | None) -> ByteDFA:
         """Encoded keys other than the ``listed`` ones (and allowed by ``names_filter``);
         shared by every object with the same listed names."""
-        from ..regex.dfa import union_of_literals
-
         if self._universe_keys is None:
             self._universe_keys = _key_dfa(
                 ast.Repeat(ast.Chars(CharSet.universe()), 0, None), self.opt.max_states, ""
@@ -983,8 +1021,6 @@ class _Builder:
             self._needs_check(ptr, "propertyNames", "only string keywords are compiled")
             return None
         if "enum" in schema or "const" in schema:
-            from ..regex.dfa import union_of_literals
-
             vals = list(schema.get("enum", [])) + ([schema["const"]] if "const" in schema else [])
             self.note(ptr, "propertyNames", EXACT)
             return union_of_literals([_canonical(v).encode() for v in vals if isinstance(v, str)])

@@ -714,24 +714,52 @@ def difference(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STAT
 
 
 def union_of_literals(words: list[bytes]) -> ByteDFA:
-    """The minimal DFA accepting exactly the byte strings in ``words``."""
-    rows: list[np.ndarray] = [np.full(256, -1, np.int32)]
+    """The minimal DFA accepting exactly the byte strings in ``words``.
+
+    Built as a trie, then minimised bottom-up: two states are merged when they agree on
+    acceptance and lead to the same merged states on the same bytes, which for an acyclic
+    automaton gives the minimal one in time linear in the total length."""
+    if not words:
+        return ByteDFA.empty()
+    children: list[dict[int, int]] = [{}]
     accept = [False]
     for w in words:
         s = 0
         for byte in w:
-            t = int(rows[s][byte])
-            if t < 0:
-                t = len(rows)
-                rows.append(np.full(256, -1, np.int32))
+            t = children[s].get(byte)
+            if t is None:
+                t = len(children)
+                children.append({})
                 accept.append(False)
-                rows[s][byte] = t
+                children[s][byte] = t
             s = t
         accept[s] = True
-    trans, acc = trim(np.stack(rows), np.array(accept, bool))
-    if trans.shape[0] == 0:
-        return ByteDFA(trans, acc)
-    trans, acc = minimize(trans, acc)
+    # children have larger ids than their parent: reverse id order visits them first
+    merged = [0] * len(children)
+    register: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = {}
+    for s in range(len(children) - 1, -1, -1):
+        sig = (accept[s], tuple(sorted((b, merged[t]) for b, t in children[s].items())))
+        merged[s] = register.setdefault(sig, len(register))
+    # number the merged states breadth first from the start state
+    rep: dict[int, int] = {}  # merged state -> a trie state it stands for
+    for s in range(len(children)):
+        rep.setdefault(merged[s], s)
+    order = {merged[0]: 0}
+    todo = [merged[0]]
+    i = 0
+    while i < len(todo):
+        for _, t in sorted(children[rep[todo[i]]].items()):
+            if merged[t] not in order:
+                order[merged[t]] = len(order)
+                todo.append(merged[t])
+        i += 1
+    trans = np.full((len(order), 256), -1, np.int32)
+    acc = np.zeros(len(order), bool)
+    for m, new in order.items():
+        s = rep[m]
+        acc[new] = accept[s]
+        for b, t in children[s].items():
+            trans[new, b] = order[merged[t]]
     return ByteDFA(trans, acc)
 
 
