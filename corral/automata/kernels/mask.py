@@ -58,7 +58,9 @@ KIND_MISSING, KIND_DENSE, KIND_SPARSE = 0, 1, 2
 M_KIND, M_IDX, M_LEN, M_ENDS, M_NENDS = 0, 1, 2, 3, 4
 
 _MIN_JUMP = 16  # skip plain runs only below nodes with a larger subtree (else walk them)
-MAX_EXCEPT = 8  # plain bytes a state may send elsewhere and still skip runs of the others
+# plain bytes a state may send elsewhere and still skip runs of the others: 24 admits a
+# digit or hex-digit class (the search states of an unanchored `\d{4}-\d{2}`)
+MAX_EXCEPT = 24
 MEMO_MIN = 48  # remember a walk's result below nodes with at least this many nodes
 # subtree memo control slots: entries, store used, grow wanted, hits
 SM_ENTRIES, SM_USED, SM_GROW, SM_HITS = 0, 1, 2, 3
