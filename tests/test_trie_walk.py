@@ -17,6 +17,7 @@ import pytest
 from support.tokenizers import load_vocab
 
 import corral
+from corral.automata.kernels.trie import UTF8_FORMS
 from corral.automata.subtree_memo import DEFAULT_MAX_BYTES, SubtreeMemo
 from corral.automata.tables import (
     H_BYTE_CLASS,
@@ -183,3 +184,20 @@ def test_walk_matches_reference(name: str, tokenizer: str, memo_bytes: int) -> N
     assert cg._subtrees.hits > 0
     if memo_bytes == 0:
         assert cg._subtrees.nbytes <= SubtreeMemo(vocab.trie.n_large).nbytes
+
+
+def test_utf8_forms_match_python_decoder() -> None:
+    """The lead and second-byte ranges the character runs rely on are exactly the valid
+    UTF-8 characters: a lead with any second byte (the rest 80..BF) decodes iff the
+    table says so."""
+    for lead in range(0x80, 0x100):
+        rows = [r for r in UTF8_FORMS if r[0] <= lead <= r[1]]
+        for second in range(0x100):
+            for n in (2, 3, 4):
+                data = bytes([lead, second] + [0x80] * (n - 2))
+                try:
+                    ok = len(data.decode("utf-8")) == 1
+                except UnicodeDecodeError:
+                    ok = False
+                want = bool(rows) and rows[0][4] == n and rows[0][2] <= second <= rows[0][3]
+                assert ok == want, (hex(lead), hex(second), n)

@@ -50,6 +50,7 @@ from ..tables import (
     H_SPECIAL_TERM,
 )
 from .earley import complete_state, end_lexemes
+from .trie import UTF8_FORMS
 
 ERR_DEPTH = -4  # nested walk deeper than the scratch (cannot happen: one level per byte)
 ERR_MEMO = -5  # the memo is full: call again with a larger one
@@ -590,20 +591,6 @@ def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap
     return n
 
 
-# valid multi-byte UTF-8 characters: lead byte range, second byte range, length
-_UTF8_FORMS = np.array(
-    [
-        [0xC2, 0xDF, 0x80, 0xBF, 2],
-        [0xE0, 0xE0, 0xA0, 0xBF, 3],
-        [0xE1, 0xEC, 0x80, 0xBF, 3],
-        [0xED, 0xED, 0x80, 0x9F, 3],
-        [0xEE, 0xEF, 0x80, 0xBF, 3],
-        [0xF0, 0xF0, 0x90, 0xBF, 4],
-        [0xF1, 0xF3, 0x80, 0xBF, 4],
-        [0xF4, 0xF4, 0x80, 0x8F, 4],
-    ],
-    np.int32,
-)
 _MB_SET = 64  # states a character's bytes may lead to, per position, before giving up
 
 
@@ -614,17 +601,17 @@ def _mb_like_plain(lex_trans, byte_class, lex_accept, f, s):  # type: ignore[no-
     reach (``_MB_SET`` at most; more answers no)."""
     cur = np.empty(_MB_SET, np.int32)
     nxt = np.empty(_MB_SET, np.int32)
-    for k in range(_UTF8_FORMS.shape[0]):
+    for k in range(UTF8_FORMS.shape[0]):
         n = 1
         cur[0] = s
-        length = _UTF8_FORMS[k, 4]
+        length = UTF8_FORMS[k, 4]
         for pos in range(length):
             if pos == 0:
-                lo = _UTF8_FORMS[k, 0]
-                hi = _UTF8_FORMS[k, 1]
+                lo = UTF8_FORMS[k, 0]
+                hi = UTF8_FORMS[k, 1]
             elif pos == 1:
-                lo = _UTF8_FORMS[k, 2]
-                hi = _UTF8_FORMS[k, 3]
+                lo = UTF8_FORMS[k, 2]
+                hi = UTF8_FORMS[k, 3]
             else:
                 lo = 0x80
                 hi = 0xBF

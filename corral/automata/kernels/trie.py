@@ -138,30 +138,46 @@ def utf8_chars(
     return skippable, boundary, chars
 
 
+# valid multi-byte UTF-8 characters, one row per form: lead byte range, second byte
+# range (narrower after E0, ED, F0, F4: no overlong forms, surrogates or code points above
+# U+10FFFF), length; the bytes after the second are 80..BF
+UTF8_FORMS = np.array(
+    [
+        [0xC2, 0xDF, 0x80, 0xBF, 2],
+        [0xE0, 0xE0, 0xA0, 0xBF, 3],
+        [0xE1, 0xEC, 0x80, 0xBF, 3],
+        [0xED, 0xED, 0x80, 0x9F, 3],
+        [0xEE, 0xEF, 0x80, 0xBF, 3],
+        [0xF0, 0xF0, 0x90, 0xBF, 4],
+        [0xF1, 0xF3, 0x80, 0xBF, 4],
+        [0xF4, 0xF4, 0x80, 0x8F, 4],
+    ],
+    np.int32,
+)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8_form(lead):  # type: ignore[no-untyped-def]
+    """The ``UTF8_FORMS`` row a lead byte starts (-1: not a valid lead)."""
+    for k in range(UTF8_FORMS.shape[0]):
+        if UTF8_FORMS[k, 0] <= lead <= UTF8_FORMS[k, 1]:
+            return k
+    return -1
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _utf8_len(lead):  # type: ignore[no-untyped-def]
     """Length of the UTF-8 character a lead byte starts (0: not a valid lead)."""
-    if 0xC2 <= lead <= 0xDF:
-        return 2
-    if 0xE0 <= lead <= 0xEF:
-        return 3
-    if 0xF0 <= lead <= 0xF4:
-        return 4
-    return 0
+    k = _utf8_form(lead)
+    return UTF8_FORMS[k, 4] if k >= 0 else 0
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _utf8_range(lead, k):  # type: ignore[no-untyped-def]
     """Valid range of byte ``k`` (1: the one after the lead) of a character."""
     if k == 1:
-        if lead == 0xE0:
-            return 0xA0, 0xBF
-        if lead == 0xED:
-            return 0x80, 0x9F
-        if lead == 0xF0:
-            return 0x90, 0xBF
-        if lead == 0xF4:
-            return 0x80, 0x8F
+        f = _utf8_form(lead)
+        return UTF8_FORMS[f, 2], UTF8_FORMS[f, 3]
     return 0x80, 0xBF
 
 
