@@ -270,28 +270,27 @@ def lexer_state_walk(
             if r < 0:
                 r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap)
             h = char_height[x]
+            kind = -1
             if (
                 r >= h
                 and (char_below[x, 0] & excl[s, 0]) == 0
                 and (char_below[x, 1] & excl[s, 1]) == 0
                 and _char_run(lex_trans, byte_class, lex_accept, plain, step, excl, mb, s, cap) > h
             ):
-                own[sp] = x
-                fk[sp] = 1
+                kind = 1
                 cur[sp] = char_begin[x] - 1
                 cend[sp] = char_end[x]
-                lim[sp] = 0  # take the first frontier node next
-                sp += 1
-                continue
-            if (
+            elif (
                 r >= plain_height[x]
                 and (plain_below[x, 0] & excl[s, 0]) == 0
                 and (plain_below[x, 1] & excl[s, 1]) == 0
             ):
-                own[sp] = x
-                fk[sp] = 0
+                kind = 0
                 cur[sp] = frontier_begin[x] - 1
                 cend[sp] = frontier_end[x]
+            if kind >= 0:
+                own[sp] = x
+                fk[sp] = kind
                 lim[sp] = 0  # take the first frontier node next
                 sp += 1
                 continue
