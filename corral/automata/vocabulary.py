@@ -313,8 +313,7 @@ class Vocabulary:
         np.cumsum(tok_count, out=rank_at[1:])
         plain = np.zeros(256, np.uint8)
         plain[list(PLAIN_BYTES)] = 1
-        is_plain = plain[node_byte]
-        is_plain[0] = 0
+        is_plain = plain[node_byte]  # the root's byte is 0: never plain
         frontier, frontier_begin, frontier_end, plain_height = skip_frontier(
             parent, subtree_end, is_plain, is_plain
         )
