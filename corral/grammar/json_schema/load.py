@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from ...errors import GrammarError, UnsupportedFeatureError
@@ -60,6 +61,11 @@ class LoadedSchema:
         root_id = specification_with(self.dialect).id_of(self.schema)
         return self.registry.resolver(base_uri=root_id or ROOT_URI)
 
+    def for_validation(self) -> LoadedSchema:
+        """The schema prepared for corral's validators (see :func:`for_validation`)."""
+        schema = for_validation(self.schema)
+        return LoadedSchema(schema, self.dialect, self.draft, _registry(schema, self.dialect))
+
     def validator(self, format_checker: Any = None) -> Any:
         """A ``jsonschema`` validator for the whole schema (formats checked by
         ``format_checker`` when given)."""
@@ -67,6 +73,39 @@ class LoadedSchema:
 
         cls = validator_for(self.schema, default=_validator_class(self.dialect))
         return cls(self.schema, registry=self.registry, format_checker=format_checker)
+
+
+def exact_numbers(value: Any) -> Any:
+    """``value`` (a JSON value) with every float replaced by the ``Decimal`` of its
+    shortest round-tripping spelling, which is the number a JSON text wrote."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: exact_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [exact_numbers(v) for v in value]
+    return value
+
+
+_VALUES = frozenset({"enum", "const", "default", "examples"})  # JSON values, not schemas
+
+
+def for_validation(schema: Any, *, root: bool = True) -> Any:
+    """``schema`` as corral validates with it: numbers as the decimals they spell
+    (:func:`exact_numbers`), and ``$schema`` kept at the root only. corral reads a whole
+    document in the dialect its root declares (an embedded ``$schema`` is an annotation),
+    and ``jsonschema`` would otherwise switch to its own validator class, and its own
+    regex dialect, below an embedded one."""
+    if isinstance(schema, dict):
+        out = {}
+        for k, v in schema.items():
+            if k == "$schema" and not root and isinstance(v, str):
+                continue
+            out[k] = exact_numbers(v) if k in _VALUES else for_validation(v, root=False)
+        return out
+    if isinstance(schema, list):
+        return [for_validation(v, root=False) for v in schema]
+    return exact_numbers(schema)
 
 
 def _normalise_dialect(uri: str) -> str:
@@ -127,9 +166,6 @@ def _refuse_retrieval(uri: str) -> Any:
 
 def load_schema(spec: Any) -> LoadedSchema:
     """Parse, check against the meta-schema and index a schema (see the module docs)."""
-    from referencing import Registry, Resource
-    from referencing.jsonschema import specification_with
-
     schema = as_schema(spec)
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
@@ -153,7 +189,15 @@ def load_schema(spec: Any) -> LoadedSchema:
         raise SchemaError(
             f"invalid schema at {pointer or '/'}: {e.message}", pointer=pointer or "/"
         )
+    return LoadedSchema(schema, dialect, DRAFTS[dialect], _registry(schema, dialect))
+
+
+def _registry(schema: Any, dialect: str) -> Any:
+    """A ``referencing.Registry`` holding ``schema`` (at its ``$id`` and at
+    :data:`ROOT_URI`) and the official meta-schemas; it refuses every retrieval."""
     from jsonschema_specifications import REGISTRY as META_SCHEMAS
+    from referencing import Registry, Resource
+    from referencing.jsonschema import specification_with
 
     resource = Resource.from_contents(schema, default_specification=specification_with(dialect))
     registry = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
@@ -167,7 +211,7 @@ def load_schema(spec: Any) -> LoadedSchema:
     # in some drafts; JSON-pointer references then still resolve against the root document.
     with contextlib.suppress(TypeError):
         registry = registry.crawl()
-    return LoadedSchema(schema, dialect, DRAFTS[dialect], registry)
+    return registry
 
 
 def _escape(token: str) -> str:

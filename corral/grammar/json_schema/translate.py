@@ -38,6 +38,7 @@ from ..regex.charset import CharSet
 from ..regex.dfa import deadline, difference, intersect, union_of_literals
 from .load import LoadedSchema, pointer_join
 from .strings import MAX_EXACT_LENGTH, body_of_node, constrained_string, plain_string
+from .validation import ExactValidation, FinalCheck
 
 EXACT = "exact"
 FINAL_CHECK = "final check"
@@ -69,6 +70,8 @@ HANDLED = frozenset(
     }
 )  # fmt: skip
 TYPES = ("null", "boolean", "object", "array", "string", "number")
+# Names the semantics of the final check in grammar fingerprints (bump when they change).
+FINAL_CHECK_VERSION = "corral-final-check-2"
 # After this many merges (allOf, and siblings distributed into anyOf/oneOf branches), a
 # combinator with siblings keeps the siblings only and leaves the branches to the final check.
 MERGE_BUDGET = 2000
@@ -177,7 +180,7 @@ class _Builder:
         self.deadline = time.monotonic() + options.time_budget_s
         self._any: str | None = None
         self._merge_depth = 0
-        self._validator_cls: Any = None
+        self._validation: ExactValidation | None = None
         self._alive: list[Any] = []
         self._too_large: set[str] = set()  # patterns/formats whose automaton is too large
         self._merges = 0
@@ -342,6 +345,29 @@ class _Builder:
                 self.add(name, sym)
                 found = True
         return name if found else None
+
+    def pattern_node(self, pattern: str, ptr: str, kw: str) -> ast.Node | None:
+        """The search language of an ECMA-262 ``pattern`` (at ``ptr``), or ``None`` when it
+        is not regular (or too large to expand): keyword ``kw`` is then left to the final
+        check, which evaluates the pattern with ECMA-262 semantics.
+
+        Raises:
+            GrammarError: a malformed pattern.
+            UnsupportedFeatureError: a construct corral neither compiles nor evaluates.
+        """
+        from .ecma import EcmaPattern
+
+        compiled = EcmaPattern(pattern, where=ptr)
+        if compiled.irregular is None:
+            return compiled.search_node()
+        err = compiled.irregular
+        reason = (
+            f"{err.feature} is not regular"
+            if isinstance(err, UnsupportedFeatureError)
+            else "too many counted repetitions to expand"
+        )
+        self._needs_check(ptr, kw, reason)
+        return None
 
     def _needs_check(self, ptr: str, kw: str, detail: str = "") -> None:
         if not self.opt.final_check:
@@ -553,8 +579,9 @@ class _Builder:
             self.note(pointer_join(ptr, "enum"), "enum", EXACT)
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         if any(k not in ANNOTATIONS for k in rest):
-            validator = self.validator_for(rest, resolver)
-            values = [v for v in values if _is_valid(validator, v)]
+            kw = "enum" if "enum" in schema else "const"
+            base = getattr(resolver, "_base_uri", "")
+            values = [v for v in values if self.satisfies(v, rest, base, pointer_join(ptr, kw))]
         name = self.fresh("enum")
         seen: set[str] = set()
         words: list[str] = []  # strings, booleans and null: spelled one way each
@@ -589,12 +616,19 @@ class _Builder:
         assert name is not None
         return name
 
-    def validator_for(self, schema: Any, resolver: Any) -> Any:
-        if self._validator_cls is None:
-            self._validator_cls = self.loaded.validator().__class__
-            self._checker = format_checker()
-        cls = self._validator_cls
-        return cls(schema, registry=self.loaded.registry, format_checker=self._checker)
+    def satisfies(self, value: Any, schema: dict[str, Any], base_uri: str, ptr: str) -> bool:
+        """Whether an enum/const ``value`` (at ``ptr``) is valid for its sibling keywords
+        ``schema``, whose references resolve from ``base_uri``. Where validation cannot
+        decide (a pattern beyond its backtracking budget, say), the value is kept and the
+        final check decides."""
+        if self._validation is None:
+            self._validation = ExactValidation(self.loaded)
+        try:
+            return self._validation.fragment_is_valid(value, schema, base_uri)
+        except Exception as e:  # undecided: the final check decides
+            kw = ptr.rsplit("/", 1)[-1]
+            self._needs_check(ptr, kw, f"a value could not be checked ({type(e).__name__})")
+            return True
 
     def const(self, v: Any) -> str:
         if isinstance(v, dict):
@@ -691,14 +725,11 @@ class _Builder:
             hi = None if hi is None or hi > MAX_EXACT_LENGTH else hi
         nodes: list[tuple[ast.Node, str]] = []
         if "pattern" in s:
-            from .ecma import ecma_search_node
-
             p_ptr = pointer_join(ptr, "pattern")
-            try:
-                nodes.append((ecma_search_node(s["pattern"], where=p_ptr), p_ptr))
+            node = self.pattern_node(s["pattern"], p_ptr, "pattern")
+            if node is not None:
+                nodes.append((node, p_ptr))
                 self.note(p_ptr, "pattern", EXACT)
-            except UnsupportedFeatureError as err:  # not regular (e.g. long lookahead)
-                self._needs_check(p_ptr, "pattern", f"{err.feature} is not regular")
         fmt = s.get("format")
         if fmt is not None:
             from ..regex.python_syntax import parse_python_regex
@@ -830,8 +861,6 @@ class _Builder:
 
     # -- objects ------------------------------------------------------------------------
     def object(self, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
-        from .ecma import ecma_search_node
-
         props: dict[str, Any] = dict(s.get("properties", {}))
         required = list(dict.fromkeys(s.get("required", [])))
         pats: dict[str, Any] = dict(s.get("patternProperties", {}))
@@ -856,12 +885,10 @@ class _Builder:
         pat_dfas: list[tuple[str, ByteDFA, Any]] = []
         for p, sub in pats.items():
             p_ptr = pointer_join(ptr, "patternProperties", p)
-            try:
-                node = ecma_search_node(p, where=p_ptr)
-            except UnsupportedFeatureError as err:
+            node = self.pattern_node(p, p_ptr, "patternProperties")
+            if node is None:
                 # Which names it matches is unknown: other names take any value, and the
                 # final check enforces the pattern's schema.
-                self._needs_check(p_ptr, "patternProperties", f"{err.feature} is not regular")
                 addl = True
                 continue
             pat_dfas.append((p, _key_dfa(node, self.opt.max_states, p_ptr), sub))
@@ -1030,13 +1057,10 @@ class _Builder:
         hi = sym_schema.get("maxLength")
         nodes: list[tuple[ast.Node, str]] = []
         if "pattern" in sym_schema:
-            from .ecma import ecma_search_node
-
-            try:
-                nodes.append((ecma_search_node(sym_schema["pattern"], where=ptr), ptr))
-            except UnsupportedFeatureError as err:
-                self._needs_check(ptr, "propertyNames", f"{err.feature} is not regular")
+            node = self.pattern_node(sym_schema["pattern"], ptr, "propertyNames")
+            if node is None:
                 return None
+            nodes.append((node, ptr))
         if "format" in sym_schema:
             from ..regex.python_syntax import parse_python_regex
             from .formats import format_regex
@@ -1123,13 +1147,6 @@ def _normal_number(x: Any) -> Any:
     return x
 
 
-def _is_valid(validator: Any, value: Any) -> bool:
-    try:
-        return bool(validator.is_valid(value))
-    except Exception:  # an unresolvable reference or pattern: keep it, the final check decides
-        return True
-
-
 def _bounds(s: dict[str, Any], draft: str) -> tuple[Decimal | None, bool, Decimal | None, bool]:
     def dec(v: Any) -> Decimal:
         return Decimal(str(v)) if not isinstance(v, int) or isinstance(v, bool) else Decimal(v)
@@ -1211,8 +1228,8 @@ def translate(loaded: LoadedSchema, options: Options) -> Translation:
     check = None
     check_id = ""
     if options.final_check:
-        check = _final_check(loaded)
-        check_id = "jsonschema:" + _canonical(loaded.schema)
+        check = FinalCheck(loaded)
+        check_id = f"{FINAL_CHECK_VERSION}:" + _canonical(loaded.schema)
     grammar = Grammar(
         b.terms,
         rules,
@@ -1223,53 +1240,3 @@ def translate(loaded: LoadedSchema, options: Options) -> Translation:
         final_check_id=check_id,
     )
     return Translation(grammar, findings)
-
-
-def format_checker() -> Any:
-    """A ``jsonschema`` format checker that uses corral's own format definitions (the same
-    languages the grammar enforces), so the final check never disagrees with the grammar."""
-    import re
-
-    from jsonschema import FormatChecker
-
-    from .formats import FORMAT_REGEXES
-
-    checker = FormatChecker(formats=())
-
-    @checker.checks("regex")
-    def _regex(value: Any) -> bool:
-        from ...errors import CorralError
-        from .ecma import parse_ecma_regex
-
-        if not isinstance(value, str):
-            return True
-        try:
-            parse_ecma_regex(value)
-        except CorralError as e:  # refused constructs are still valid regexes
-            return isinstance(e, UnsupportedFeatureError)
-        return True
-
-    for name, rx in FORMAT_REGEXES.items():
-        compiled = re.compile(rx)
-
-        def check(value: Any, compiled: re.Pattern[str] = compiled) -> bool:
-            return not isinstance(value, str) or compiled.fullmatch(value) is not None
-
-        checker.checks(name)(check)
-    return checker
-
-
-def _final_check(loaded: LoadedSchema) -> Callable[[bytes], bool]:
-    validator = loaded.validator(format_checker())
-
-    def check(text: bytes) -> bool:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return False
-        try:
-            return bool(validator.is_valid(value))
-        except Exception:  # e.g. a pattern Python's `re` cannot read: the grammar enforced it
-            return True
-
-    return check

@@ -1,8 +1,8 @@
-"""ECMA-262 regular expressions (JSON Schema ``pattern``) → :mod:`corral.grammar.regex.ast`.
+"""ECMA-262 regular expressions (JSON Schema ``pattern``): text → syntax tree.
 
 JSON Schema's ``pattern`` and ``patternProperties`` use ECMA-262 regular expressions.
 Validators such as ajv compile them with the ``u`` (Unicode) flag and no other flag, so
-this front end reads them the same way: the pattern is a sequence of code points, ``.``
+this parser reads them the same way: the pattern is a sequence of code points, ``.``
 and classes match whole code points, ``\\u{...}`` and ``\\p{...}`` are available.
 
 Real-world schemas are often written for the lenient syntax of ECMA-262 Annex B, so a
@@ -20,54 +20,184 @@ Escapes of ASCII letters and digits that ECMA-262 does not define (``\\a``, ``\\
 ``\\A``, octal ``\\01``) are rejected with :class:`~corral.errors.GrammarError` rather
 than read as Annex B literals: their author almost certainly meant something else.
 
-Refused with :class:`~corral.errors.UnsupportedFeatureError` (well-formed, but not
-enforceable exactly): backreferences (``\\1``, ``\\k<name>``), lookaround whose body is
-longer than one character, inline modifiers ``(?i:...)``, ``\\p{Script=...}`` and binary
-Unicode properties other than ``Any``, ``ASCII`` and ``Assigned``.
+The tree keeps everything the pattern means, including what no finite automaton can do
+(backreferences, lookaround of any length, capture groups, greedy and lazy quantifiers):
+:mod:`.lower` turns the regular part into the grammar's regex tree, :mod:`.match` runs
+any tree with ECMA-262's backtracking semantics.
 
-Counted repetitions are expanded copy by copy when the automaton is built, so a pattern
-whose repetitions would expand beyond :data:`MAX_REPEAT_EXPANSION` copies in total is
-refused with :class:`~corral.errors.CompileBudgetError` before anything is built.
+Refused with :class:`~corral.errors.UnsupportedFeatureError` (well-formed, but neither
+compiled nor evaluated): inline modifiers ``(?i:...)``, ``\\p{Script=...}`` and binary
+Unicode properties other than ``Any``, ``ASCII`` and ``Assigned``.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import unicodedata
+from dataclasses import dataclass
 
-from ...errors import CompileBudgetError, GrammarError, UnsupportedFeatureError
-from ..regex import ast
-from ..regex.charset import EMPTY, MAX_CODE_POINT, UNIVERSE, CharSet, ascii_class
+from ....errors import CompileBudgetError, GrammarError, UnsupportedFeatureError
+from ...regex.charset import EMPTY, MAX_CODE_POINT, UNIVERSE, CharSet
+from .unicode import (
+    BINARY_PROPERTIES,
+    DIGIT,
+    DOT,
+    GC_ALIASES,
+    GC_SHORT,
+    SPACE,
+    WORD,
+    general_category,
+)
 
-__all__ = ["MAX_REPEAT_EXPANSION", "ecma_search_node", "parse_ecma_regex"]
-
-MAX_REPEAT_EXPANSION = 10_000
-"""Most characters/assertions that counted repetitions may expand to, in total."""
+__all__ = [
+    "MAX_GROUP_DEPTH",
+    "Alt",
+    "Anchor",
+    "BackRef",
+    "Chars",
+    "Group",
+    "Look",
+    "Node",
+    "Pattern",
+    "Repeat",
+    "Seq",
+    "parse",
+]
 
 MAX_GROUP_DEPTH = 100
 """Deepest nesting of parentheses accepted (deeper patterns are refused as a budget)."""
 
-# -- character sets of ECMA-262 -------------------------------------------------------------
+# -- the tree --------------------------------------------------------------------------------
 
-LINE_TERMINATORS = CharSet.of("\n", "\r", 0x2028, 0x2029)
-DOT = UNIVERSE.difference(LINE_TERMINATORS)
-DIGIT = ascii_class("digit")
-WORD = ascii_class("word")
-SPACE = CharSet(
-    [
-        (0x09, 0x0D),
-        (0x20, 0x20),
-        (0xA0, 0xA0),
-        (0x1680, 0x1680),
-        (0x2000, 0x200A),
-        (0x2028, 0x2029),
-        (0x202F, 0x202F),
-        (0x205F, 0x205F),
-        (0x3000, 0x3000),
-        (0xFEFF, 0xFEFF),
-    ]
-)
+
+@dataclass(frozen=True)
+class Chars:
+    """One code point from ``chars``."""
+
+    chars: CharSet
+
+
+@dataclass(frozen=True)
+class Seq:
+    """The items one after another; ``Seq(())`` is the empty string."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    """The first item that leads to a match, in order (ECMA alternatives are ordered)."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Group:
+    """A capturing group: ``index`` is its number (1-based, by opening parenthesis)."""
+
+    body: Node
+    index: int
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``body`` repeated ``min`` to ``max`` times (``None``: unbounded), greedy or lazy.
+
+    ``first_group``/``n_groups``: the capture groups inside ``body`` (numbers
+    ``first_group .. first_group + n_groups - 1``), which each iteration clears.
+    """
+
+    body: Node
+    min: int
+    max: int | None
+    greedy: bool
+    first_group: int
+    n_groups: int
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A zero-width assertion: ``"^"``, ``"$"``, ``"\\b"`` or ``"\\B"``."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class Look:
+    """A lookahead (``behind=False``) or lookbehind, negated or not; ``pos`` is the
+    column (0-based) of its ``(`` in the pattern, for messages."""
+
+    body: Node
+    behind: bool
+    negate: bool
+    pos: int
+
+    @property
+    def written(self) -> str:
+        return f"(?{'<' if self.behind else ''}{'!' if self.negate else '='}...)"
+
+
+@dataclass(frozen=True)
+class BackRef:
+    """A backreference to group ``index``, written ``text`` at column ``pos`` (0-based)."""
+
+    index: int
+    text: str
+    pos: int
+
+
+Node = Chars | Seq | Alt | Group | Repeat | Anchor | Look | BackRef
+
+EMPTY_SEQ = Seq(())
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A parsed pattern.
+
+    Attributes:
+        source: the pattern text.
+        root: its tree.
+        n_groups: the number of capture groups.
+        where: what to call the pattern in messages (a JSON pointer, or empty).
+    """
+
+    source: str
+    root: Node
+    n_groups: int
+    where: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.where or f"pattern {self.source!r}"
+
+    def unsupported(self, feature: str, pos: int, detail: str = "") -> UnsupportedFeatureError:
+        """The error refusing ``feature`` found at column ``pos`` (0-based)."""
+        return UnsupportedFeatureError(
+            feature, location=f"{self.name} column {pos + 1}", detail=detail
+        )
+
+
+def parse(pattern: str, *, where: str = "") -> Pattern:
+    """The syntax tree of an ECMA-262 pattern (read with the ``u`` flag; see the module
+    docstring for the Annex B leniencies).
+
+    Raises:
+        GrammarError: the pattern is malformed (the message names the column).
+        UnsupportedFeatureError: a well-formed construct corral does not implement.
+        CompileBudgetError: parentheses nest deeper than :data:`MAX_GROUP_DEPTH`.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"a pattern must be a string, not {type(pattern).__name__}")
+    p = _Parser(pattern, where)
+    root = p.parse()
+    if p.n_groups != p.total_groups or p.names != p.group_names:  # pragma: no cover
+        raise p.error("capture groups could not be numbered consistently", 0)
+    return Pattern(pattern, root, p.n_groups, where)
+
+
+# -- the parser --------------------------------------------------------------------------------
+
 _CLASS_ESCAPES = {
     "d": DIGIT,
     "D": DIGIT.complement(),
@@ -77,267 +207,11 @@ _CLASS_ESCAPES = {
     "W": WORD.complement(),
 }
 _CONTROL_ESCAPES = {"t": 0x09, "n": 0x0A, "v": 0x0B, "f": 0x0C, "r": 0x0D}
-_SYNTAX_CHARS = frozenset("^$\\.*+?()[]{}|")
 _HEX = frozenset("0123456789abcdefABCDEF")
 _BRACED = re.compile(r"\{([0-9]+)(?:(,)([0-9]*))?\}")
 _MODIFIERS = re.compile(r"\(\?[a-zA-Z]*(?:-[a-zA-Z]*)?:")
 _INLINE_FLAGS = re.compile(r"\(\?[a-zA-Z]*(?:-[a-zA-Z]*)?\)")
-
-# -- Unicode General_Category (\p{...}) ----------------------------------------------------
-
-_GC_GROUPS = {
-    "C": ("Cc", "Cf", "Cn", "Co", "Cs"),
-    "L": ("Lu", "Ll", "Lt", "Lm", "Lo"),
-    "LC": ("Lu", "Ll", "Lt"),
-    "M": ("Mn", "Mc", "Me"),
-    "N": ("Nd", "Nl", "No"),
-    "P": ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"),
-    "S": ("Sm", "Sc", "Sk", "So"),
-    "Z": ("Zs", "Zl", "Zp"),
-}
-# Every value alias of General_Category that ECMA-262 accepts, mapped to its short name.
-_GC_ALIASES = {
-    "Other": "C",
-    "Control": "Cc",
-    "cntrl": "Cc",
-    "Format": "Cf",
-    "Unassigned": "Cn",
-    "Private_Use": "Co",
-    "Surrogate": "Cs",
-    "Letter": "L",
-    "Cased_Letter": "LC",
-    "Lowercase_Letter": "Ll",
-    "Modifier_Letter": "Lm",
-    "Other_Letter": "Lo",
-    "Titlecase_Letter": "Lt",
-    "Uppercase_Letter": "Lu",
-    "Mark": "M",
-    "Combining_Mark": "M",
-    "Spacing_Mark": "Mc",
-    "Enclosing_Mark": "Me",
-    "Nonspacing_Mark": "Mn",
-    "Number": "N",
-    "Decimal_Number": "Nd",
-    "digit": "Nd",
-    "Letter_Number": "Nl",
-    "Other_Number": "No",
-    "Punctuation": "P",
-    "punct": "P",
-    "Connector_Punctuation": "Pc",
-    "Dash_Punctuation": "Pd",
-    "Close_Punctuation": "Pe",
-    "Final_Punctuation": "Pf",
-    "Initial_Punctuation": "Pi",
-    "Other_Punctuation": "Po",
-    "Open_Punctuation": "Ps",
-    "Symbol": "S",
-    "Currency_Symbol": "Sc",
-    "Modifier_Symbol": "Sk",
-    "Math_Symbol": "Sm",
-    "Other_Symbol": "So",
-    "Separator": "Z",
-    "Line_Separator": "Zl",
-    "Paragraph_Separator": "Zp",
-    "Space_Separator": "Zs",
-}
-_GC_SHORT = frozenset(
-    {c for group in _GC_GROUPS.values() for c in group} | set(_GC_GROUPS) | {"LC"}
-)
-# Binary properties ECMA-262 defines (name and alias); all but three are refused.
-_BINARY_PROPERTIES = frozenset(
-    [
-        "ASCII",
-        "ASCII_Hex_Digit",
-        "AHex",
-        "Alphabetic",
-        "Alpha",
-        "Any",
-        "Assigned",
-        "Bidi_Control",
-        "Bidi_C",
-        "Bidi_Mirrored",
-        "Bidi_M",
-        "Case_Ignorable",
-        "CI",
-        "Cased",
-        "Changes_When_Casefolded",
-        "CWCF",
-        "Changes_When_Casemapped",
-        "CWCM",
-        "Changes_When_Lowercased",
-        "CWL",
-        "Changes_When_NFKC_Casefolded",
-        "CWKCF",
-        "Changes_When_Titlecased",
-        "CWT",
-        "Changes_When_Uppercased",
-        "CWU",
-        "Dash",
-        "Default_Ignorable_Code_Point",
-        "DI",
-        "Deprecated",
-        "Dep",
-        "Diacritic",
-        "Dia",
-        "Emoji",
-        "Emoji_Component",
-        "EComp",
-        "Emoji_Modifier",
-        "EMod",
-        "Emoji_Modifier_Base",
-        "EBase",
-        "Emoji_Presentation",
-        "EPres",
-        "Extended_Pictographic",
-        "ExtPict",
-        "Extender",
-        "Ext",
-        "Grapheme_Base",
-        "Gr_Base",
-        "Grapheme_Extend",
-        "Gr_Ext",
-        "Hex_Digit",
-        "Hex",
-        "IDS_Binary_Operator",
-        "IDSB",
-        "IDS_Trinary_Operator",
-        "IDST",
-        "ID_Continue",
-        "IDC",
-        "ID_Start",
-        "IDS",
-        "Ideographic",
-        "Ideo",
-        "Join_Control",
-        "Join_C",
-        "Logical_Order_Exception",
-        "LOE",
-        "Lowercase",
-        "Lower",
-        "Math",
-        "Noncharacter_Code_Point",
-        "NChar",
-        "Pattern_Syntax",
-        "Pat_Syn",
-        "Pattern_White_Space",
-        "Pat_WS",
-        "Quotation_Mark",
-        "QMark",
-        "Radical",
-        "Regional_Indicator",
-        "RI",
-        "Sentence_Terminal",
-        "STerm",
-        "Soft_Dotted",
-        "SD",
-        "Terminal_Punctuation",
-        "Term",
-        "Unified_Ideograph",
-        "UIdeo",
-        "Uppercase",
-        "Upper",
-        "Variation_Selector",
-        "VS",
-        "White_Space",
-        "space",
-        "XID_Continue",
-        "XIDC",
-        "XID_Start",
-        "XIDS",
-    ]
-)
-
-
-@functools.lru_cache(maxsize=1)
-def _category_ranges() -> dict[str, tuple[tuple[int, int], ...]]:
-    """The code-point ranges of every two-letter General_Category (one pass, cached)."""
-    out: dict[str, list[tuple[int, int]]] = {}
-    category = unicodedata.category
-    start = 0
-    current = category(chr(0))
-    for cp in range(1, MAX_CODE_POINT + 1):
-        cat = category(chr(cp))
-        if cat != current:
-            out.setdefault(current, []).append((start, cp - 1))
-            start, current = cp, cat
-    out.setdefault(current, []).append((start, MAX_CODE_POINT))
-    return {k: tuple(v) for k, v in out.items()}
-
-
-@functools.lru_cache(maxsize=64)
-def general_category(short: str) -> CharSet:
-    """The code points whose General_Category is ``short`` (``"Lu"``) or in group ``"L"``.
-
-    Computed from :func:`unicodedata.category` over every code point, so it follows the
-    Unicode version of the running Python.
-    """
-    table = _category_ranges()
-    members = _GC_GROUPS.get(short, (short,))
-    ranges: list[tuple[int, int]] = []
-    for m in members:
-        ranges.extend(table.get(m, ()))
-    return CharSet(ranges)
-
-
-# -- public API ------------------------------------------------------------------------------
-
-
-def parse_ecma_regex(pattern: str, *, where: str = "") -> ast.Node:
-    """The tree of an ECMA-262 pattern, matched against the whole text (full-match language).
-
-    The pattern is read as with the ``u`` flag and no other flag (see the module
-    docstring for the Annex B leniencies). ``where`` names the pattern in error messages
-    (a JSON pointer, for instance).
-
-    Raises:
-        GrammarError: the pattern is malformed (the message names the column).
-        UnsupportedFeatureError: a well-formed construct corral cannot enforce exactly.
-        CompileBudgetError: counted repetitions would expand beyond
-            :data:`MAX_REPEAT_EXPANSION` copies, or parentheses nest too deeply.
-    """
-    node = _Parser(pattern, where).parse()
-    expansion = _repeat_expansion(node)
-    if expansion > MAX_REPEAT_EXPANSION:
-        name = where or f"pattern {pattern!r}"
-        raise CompileBudgetError(
-            f"{name}: counted repetitions expand to {expansion} copies "
-            f"(more than {MAX_REPEAT_EXPANSION}); simplify the pattern"
-        )
-    return node
-
-
-def ecma_search_node(pattern: str, *, where: str = "") -> ast.Node:
-    """The language JSON Schema's ``pattern`` means: strings in which the pattern matches
-    somewhere (unanchored search): ``Concat(any*, pattern, any*)`` — anchors ``^`` and ``$``
-    then act as text start/end assertions."""
-    node = parse_ecma_regex(pattern, where=where)
-    anything = ast.Repeat(ast.Chars(UNIVERSE), 0, None)
-    return ast.Concat((anything, node, anything))
-
-
-# -- repetition budget -----------------------------------------------------------------------
-
-
-def _expanded_size(node: ast.Node) -> int:
-    """Characters and assertions in ``node`` once every repetition is written out."""
-    if isinstance(node, (ast.Chars, ast.Assert)):
-        return 1
-    if isinstance(node, (ast.Concat, ast.Alt)):
-        return sum(_expanded_size(i) for i in node.items)
-    copies = node.max if node.max is not None else node.min + 1
-    return copies * _expanded_size(node.item)
-
-
-def _repeat_expansion(node: ast.Node) -> int:
-    """Total expanded size of the outermost repetitions in ``node``."""
-    if isinstance(node, ast.Repeat):
-        return _expanded_size(node)
-    if isinstance(node, (ast.Concat, ast.Alt)):
-        return sum(_repeat_expansion(i) for i in node.items)
-    return 0
-
-
-# -- the parser --------------------------------------------------------------------------------
+_GROUP_NAME = re.compile(r"<([^>]*)>")
 
 
 def _is_lead(cp: int) -> bool:
@@ -352,31 +226,13 @@ def _pair(lead: int, trail: int) -> int:
     return 0x10000 + ((lead - 0xD800) << 10) + (trail - 0xDC00)
 
 
-def _one_char(node: ast.Node) -> CharSet | None:
-    """The set of ``node`` when it matches exactly one character (a char, class or an
-    alternation of those), else ``None``."""
-    if isinstance(node, ast.Chars):
-        return node.chars
-    if isinstance(node, ast.Alt):
-        acc = EMPTY
-        for item in node.items:
-            cs = _one_char(item)
-            if cs is None:
-                return None
-            acc = acc.union(cs)
-        return acc
-    if isinstance(node, ast.Concat) and len(node.items) == 1:
-        return _one_char(node.items[0])
-    return None
-
-
 def _count(digits: str) -> int:
     """A decimal count; absurdly long ones are clamped (they exceed every budget anyway)."""
     return int(digits) if len(digits) <= 12 else 10**12
 
 
-def _concat(items: list[ast.Node]) -> ast.Node:
-    return items[0] if len(items) == 1 else ast.Concat(tuple(items))
+def _seq(items: list[Node]) -> Node:
+    return items[0] if len(items) == 1 else Seq(tuple(items))
 
 
 class _Parser:
@@ -388,7 +244,9 @@ class _Parser:
         self.where = where
         self.name = where or f"pattern {pattern!r}"
         self.depth = 0
-        self.n_groups, self.group_names = _scan_groups(pattern)
+        self.n_groups = 0  # capture groups opened so far
+        self.total_groups, self.group_names = _scan_groups(pattern)
+        self.names: dict[str, int] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> GrammarError:
@@ -422,41 +280,40 @@ class _Parser:
         return cp
 
     # -- Pattern, Disjunction, Alternative, Term --------------------------------------------
-    def parse(self) -> ast.Node:
+    def parse(self) -> Node:
         node = self.disjunction()
         if not self.eof():  # only an unmatched ')' stops a disjunction early
             raise self.error("unmatched ')'")
         return node
 
-    def disjunction(self) -> ast.Node:
+    def disjunction(self) -> Node:
         alts = [self.alternative()]
         while self.peek() == "|":
             self.pos += 1
             alts.append(self.alternative())
-        return alts[0] if len(alts) == 1 else ast.Alt(tuple(alts))
+        return alts[0] if len(alts) == 1 else Alt(tuple(alts))
 
-    def alternative(self) -> ast.Node:
-        items: list[ast.Node] = []
+    def alternative(self) -> Node:
+        items: list[Node] = []
         while not self.eof() and self.peek() not in "|)":
             items.append(self.term())
-        return ast.EMPTY_STRING if not items else _concat(items)
+        return EMPTY_SEQ if not items else _seq(items)
 
-    def term(self) -> ast.Node:
+    def term(self) -> Node:
         start = self.pos
+        first_group = self.n_groups + 1
         c = self.peek()
-        node: ast.Node
+        node: Node
         quantifiable = True
         if c == "^":
             self.pos += 1
-            node, quantifiable = ast.Assert(ast.TEXT_START, text="^"), False
+            node, quantifiable = Anchor("^"), False
         elif c == "$":
             self.pos += 1
-            node, quantifiable = ast.Assert(ast.TEXT_END, text="$"), False
+            node, quantifiable = Anchor("$"), False
         elif c == "\\" and self.peek(1) in ("b", "B"):
-            negate = self.peek(1) == "B"
+            node, quantifiable = Anchor("\\" + self.peek(1)), False
             self.pos += 2
-            text = "\\B" if negate else "\\b"
-            node, quantifiable = ast.Assert(ast.BOUNDARY, WORD, negate=negate, text=text), False
         elif self.src.startswith(("(?=", "(?!", "(?<=", "(?<!"), self.pos):
             node = self.lookaround()
             quantifiable = self.src[start + 2] in "=!"  # Annex B: a lookahead may repeat
@@ -465,17 +322,16 @@ class _Parser:
         quant = self.quantifier()
         if quant is None:
             return node
-        lo, hi, qpos = quant
+        lo, hi, greedy, qpos = quant
         if not quantifiable:
             raise self.error("nothing to repeat", qpos)
         if hi is not None and lo > hi:
             raise self.error("numbers out of order in {} quantifier", qpos)
-        if lo == hi == 1:
-            return node
-        return ast.Repeat(node, lo, hi)
+        return Repeat(node, lo, hi, greedy, first_group, self.n_groups + 1 - first_group)
 
-    def quantifier(self) -> tuple[int, int | None, int] | None:
-        """``(min, max, position)`` of a quantifier at the cursor (consumed), or ``None``."""
+    def quantifier(self) -> tuple[int, int | None, bool, int] | None:
+        """``(min, max, greedy, position)`` of a quantifier at the cursor (consumed), or
+        ``None``."""
         qpos = self.pos
         c = self.peek()
         lo: int
@@ -498,38 +354,43 @@ class _Parser:
             self.pos = m.end()
         else:
             return None
-        if self.peek() == "?":  # lazy: same full-match language
+        greedy = self.peek() != "?"
+        if not greedy:
             self.pos += 1
-        return lo, hi, qpos
+        return lo, hi, greedy, qpos
 
     # -- atoms -----------------------------------------------------------------------------
-    def atom(self) -> ast.Node:
+    def atom(self) -> Node:
         c = self.peek()
         if c == ".":
             self.pos += 1
-            return ast.Chars(DOT)
+            return Chars(DOT)
         if c == "(":
             return self.group()
         if c == "[":
-            return ast.Chars(self.char_class())
+            return Chars(self.char_class())
         if c == "\\":
             return self.atom_escape()
         if c in "*+?":
             raise self.error("nothing to repeat")
         if c == "{" and _BRACED.match(self.src, self.pos):
             raise self.error("nothing to repeat")
-        return ast.Chars(CharSet.of(self.literal()))
+        return Chars(CharSet.of(self.literal()))
 
-    def group(self) -> ast.Node:
+    def group(self) -> Node:
         open_pos = self.pos
         self.pos += 1
         if self.src.startswith("?:", self.pos):
             self.pos += 2
-        elif self.src.startswith("?<", self.pos):
+            return self.group_body(open_pos)
+        name = None
+        if self.src.startswith("?<", self.pos):
             end = self.src.find(">", self.pos + 2)
             name = self.src[self.pos + 2 : end] if end >= 0 else ""
             if not name or not name.replace("$", "_").isidentifier():
                 raise self.error("invalid group name", self.pos + 2)
+            if name in self.names:
+                raise self.error(f"duplicate group name {name!r}", self.pos + 2)
             self.pos = end + 1
         elif self.peek() == "?":
             if _MODIFIERS.match(self.src, open_pos):
@@ -541,9 +402,13 @@ class _Parser:
             if self.src.startswith("?P<", self.pos):
                 raise self.error("invalid group '(?P<' (Python syntax; ECMA uses '(?<name>')")
             raise self.error(f"invalid group '(?{self.peek(1)}'")
-        return self.group_body(open_pos)
+        self.n_groups += 1
+        index = self.n_groups
+        if name is not None:
+            self.names[name] = index
+        return Group(self.group_body(open_pos), index, name)
 
-    def group_body(self, open_pos: int) -> ast.Node:
+    def group_body(self, open_pos: int) -> Node:
         self.depth += 1
         if self.depth > MAX_GROUP_DEPTH:
             raise CompileBudgetError(
@@ -556,29 +421,14 @@ class _Parser:
         self.pos += 1
         return body
 
-    def lookaround(self) -> ast.Node:
+    def lookaround(self) -> Node:
         open_pos = self.pos
         behind = self.src[self.pos + 2] == "<"
         negate = self.src[self.pos + (3 if behind else 2)] == "!"
         self.pos += 4 if behind else 3
-        body = self.group_body(open_pos)
-        kind = ast.BEHIND if behind else ast.AHEAD
-        written = f"(?{'<' if behind else ''}{'!' if negate else '='}...)"
-        if body == ast.EMPTY_STRING:  # (?=) always holds, (?!) never does
-            return ast.Chars(EMPTY) if negate else ast.EMPTY_STRING
-        if isinstance(body, ast.Assert):  # a zero-width body looks in neither direction
-            return ast.Assert(body.kind, body.chars, body.negate != negate, text=written)
-        cs = _one_char(body)
-        if cs is not None:
-            return ast.Assert(kind, cs, negate=negate, text=written)
-        name = "lookbehind" if behind else "lookahead"
-        raise self.unsupported(
-            f"{name} assertion {written}",
-            open_pos,
-            "only lookaround over a single character is supported",
-        )
+        return Look(self.group_body(open_pos), behind, negate, open_pos)
 
-    def atom_escape(self) -> ast.Node:
+    def atom_escape(self) -> Node:
         esc_pos = self.pos
         c = self.peek(1)
         if c == "":
@@ -589,22 +439,22 @@ class _Parser:
             while self.peek().isdigit() and self.peek().isascii():
                 digits += self.peek()
                 self.pos += 1
-            if _count(digits) <= self.n_groups:
-                raise self.unsupported(
-                    f"backreference \\{digits}", esc_pos, "its language is not regular"
+            n = _count(digits)
+            if n > self.total_groups:
+                raise self.error(
+                    f"backreference \\{digits} to a group that does not exist", esc_pos
                 )
-            raise self.error(f"backreference \\{digits} to a group that does not exist", esc_pos)
+            return BackRef(n, f"\\{digits}", esc_pos)
         if c == "k":
-            m = re.compile(r"<([^>]*)>").match(self.src, self.pos + 2)
+            m = _GROUP_NAME.match(self.src, self.pos + 2)
             if m is None or m.group(1) not in self.group_names:
                 raise self.error("invalid named backreference \\k")
-            raise self.unsupported(
-                f"backreference \\k<{m.group(1)}>", esc_pos, "its language is not regular"
-            )
+            self.pos = m.end()
+            return BackRef(self.group_names[m.group(1)], f"\\k<{m.group(1)}>", esc_pos)
         cs = self.class_escape_set()
         if cs is not None:
-            return ast.Chars(cs)
-        return ast.Chars(CharSet.of(self.char_escape()))
+            return Chars(cs)
+        return Chars(CharSet.of(self.char_escape()))
 
     # -- escapes shared by atoms and classes ---------------------------------------------
     def class_escape_set(self) -> CharSet | None:
@@ -651,7 +501,7 @@ class _Parser:
             return CharSet([(0, 0x7F)])
         if prop == "Assigned":
             return general_category("Cn").complement()
-        if prop in _BINARY_PROPERTIES:
+        if prop in BINARY_PROPERTIES:
             raise self.unsupported(
                 f"Unicode binary property {written}",
                 pos,
@@ -661,8 +511,8 @@ class _Parser:
 
     @staticmethod
     def gc_value(value: str) -> CharSet | None:
-        short = _GC_ALIASES.get(value, value)
-        return general_category(short) if short in _GC_SHORT else None
+        short = GC_ALIASES.get(value, value)
+        return general_category(short) if short in GC_SHORT else None
 
     def char_escape(self) -> int:
         """A CharacterEscape at the cursor (the backslash included): its code point."""
@@ -777,10 +627,11 @@ class _Parser:
         return self.char_escape()
 
 
-def _scan_groups(pattern: str) -> tuple[int, frozenset[str]]:
-    """Number of capturing groups and their names (needed to read ``\\N`` and ``\\k``)."""
+def _scan_groups(pattern: str) -> tuple[int, dict[str, int]]:
+    """Number of capturing groups and the number of each named one (needed to read
+    ``\\N`` and ``\\k<name>`` before the group they refer to)."""
     count = 0
-    names: set[str] = set()
+    names: dict[str, int] = {}
     i, n = 0, len(pattern)
     in_class = False
     while i < n:
@@ -799,6 +650,6 @@ def _scan_groups(pattern: str) -> tuple[int, frozenset[str]]:
                 count += 1
                 end = pattern.find(">", i + 3)
                 if end >= 0:
-                    names.add(pattern[i + 3 : end])
+                    names.setdefault(pattern[i + 3 : end], count)
         i += 1
-    return count, frozenset(names)
+    return count, names
