@@ -15,6 +15,7 @@ This module imports nothing from the rest of the package.
 from __future__ import annotations
 
 __all__ = [
+    "CacheWarning",
     "CompileBudgetError",
     "CorralError",
     "EmptyLanguageError",
@@ -145,3 +146,21 @@ class ValidationFailedError(CorralError):
     def __init__(self, message: str, *, text: str) -> None:
         self.text = text
         super().__init__(f"{message}: {text[:200]!r}")
+
+
+class CacheWarning(RuntimeWarning):
+    """A token cache file on disk was rejected (damaged, edited, or written for another
+    grammar, vocabulary, format or corral version) or could not be written.
+
+    The file is never trusted: its caches are built again, so what is allowed does not
+    change. Not an error: compilation goes on.
+
+    Attributes:
+        path: the file.
+        reason: why it was rejected or not written.
+    """
+
+    def __init__(self, message: str, *, path: str = "", reason: str = "") -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(message)

@@ -8,15 +8,22 @@ written, so a compiled grammar can be shared across threads and sequences.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import hmac
+import math
 import os
 import tempfile
 import threading
+import warnings
+import weakref
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import CacheWarning
 from ..grammar.ir import Grammar
 from .bitmask import bitmask_words
 from .state_cache import StateEntry
@@ -27,7 +34,7 @@ from .vocabulary import SPECIAL, Vocabulary
 if TYPE_CHECKING:
     from .matcher import Matcher
 
-_DISK_FORMAT = 1  # bump when the layout of the token caches changes
+_DISK_FORMAT = 2  # bump when the layout or the meaning of the token cache files changes
 _DENSE_FRACTION = 1 / 16  # cache a state's tokens as a bitmask when more than V/16 stay alive
 _SIGNATURE_STATES = 160  # share a state's cache only if its description is this small
 
@@ -204,28 +211,47 @@ class CompiledGrammar:
             }
 
     # -- on-disk persistence of the token caches ------------------------------------------
-    @property
+    @functools.cached_property
     def cache_key(self) -> str:
-        """Hex digest identifying this compilation: grammar, vocabulary and file format."""
+        """Hex digest (32 characters) naming this compilation's token caches.
+
+        It covers everything the caches are computed from: the file format and corral's
+        version, the grammar's fingerprint, the vocabulary's hash, the lexer tables
+        (``gt`` and ``lex_trans``: dtype, shape and contents) and the trie layout the
+        caches index (node bytes, subtree ranges, rank order of the tokens). Two
+        compilations with the same key build identical caches.
+        """
+        from .. import __version__
+
         h = hashlib.sha256()
-        h.update(f"corral-token-cache-v{_DISK_FORMAT}\0".encode())
-        h.update(self.grammar.fingerprint.encode())
-        h.update(b"\0" + self.vocab.hash.encode())
-        h.update(self.tables.gt.tobytes())
+        h.update(f"corral-token-cache-v{_DISK_FORMAT}\0corral-{__version__}\0".encode())
+        h.update(self.grammar.fingerprint.encode() + b"\0")
+        h.update(self.vocab.hash.encode() + b"\0")
+        _hash_array(h, "gt", self.tables.gt)
+        _hash_array(h, "lex_trans", self.tables.lex_trans)
+        h.update(_trie_digest(self.vocab))
         return h.hexdigest()[:32]
 
     def save_caches(self, path: str | os.PathLike[str]) -> None:
-        """Write the token caches built so far to ``path`` (``.npz``, plain arrays, no
-        pickle), atomically: a reader never sees a half-written file."""
-        with self._lock:
-            arrays: dict[str, np.ndarray] = {
-                "key": np.frombuffer(self.cache_key.encode(), np.uint8),
-                "cmeta": self._cmeta,
+        """Write the token caches built so far to ``path``, atomically (a reader never
+        sees a half-written file).
+
+        The file is an uncompressed ``.npz`` of plain arrays (no pickle): ``key`` (this
+        :attr:`cache_key`, ASCII), ``digest`` (``uint8 [32]``, SHA-256 over the key and
+        every cache array's name, dtype, shape and bytes, see :func:`_file_digest`),
+        ``cmeta`` (``int32 [G, 5]``), ``dense`` (``uint32 [D, W]``), ``dense_rank``
+        (``uint32 [D, RW]``), ``sparse`` and ``ends`` (``int32 [n]``).
+        """
+        with self._lock:  # a consistent snapshot: cmeta is written in place by _install
+            arrays = {
+                "cmeta": self._cmeta.copy(),
                 "dense": self._dense[: self._n_dense],
                 "dense_rank": self._dense_rank[: self._n_dense],
                 "sparse": self._sparse[: self._n_sparse],
                 "ends": self._ends[: self._n_ends],
             }
+        key = self.cache_key
+        digest = _file_digest(key, arrays)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -233,12 +259,9 @@ class CompiledGrammar:
             with os.fdopen(fd, "wb") as f:
                 np.savez(
                     f,
-                    key=arrays["key"],
-                    cmeta=arrays["cmeta"],
-                    dense=arrays["dense"],
-                    dense_rank=arrays["dense_rank"],
-                    sparse=arrays["sparse"],
-                    ends=arrays["ends"],
+                    key=np.frombuffer(key.encode(), np.uint8),
+                    digest=np.frombuffer(digest, np.uint8),
+                    **arrays,
                 )
             os.replace(tmp, path)
         except BaseException:
@@ -249,57 +272,120 @@ class CompiledGrammar:
     def load_caches(self, path: str | os.PathLike[str]) -> bool:
         """Replace the token caches with those saved in ``path`` by :meth:`save_caches`.
 
-        Returns ``False`` (and changes nothing) when the file is missing, unreadable, or
-        was written for another grammar, vocabulary or format. Never unpickles.
+        Returns ``True`` when they were loaded. Returns ``False`` and changes nothing when
+        the file is missing (silently) or is rejected, with a
+        :class:`~corral.errors.CacheWarning` naming the file and the reason. A file is
+        rejected unless it has exactly the arrays :meth:`save_caches` writes, with their
+        dtypes and shapes, this compilation's :attr:`cache_key`, a digest that matches its
+        contents, and references that stay inside its arrays and the trie. Never unpickles
+        and never raises for a bad file.
+        """
+        reason = self._load_caches(path)
+        if reason:
+            warnings.warn(
+                CacheWarning(
+                    f"token cache file {os.fspath(path)} ignored: {reason}",
+                    path=os.fspath(path),
+                    reason=reason,
+                ),
+                stacklevel=2,
+            )
+        return reason is None
+
+    def _load_caches(self, path: str | os.PathLike[str]) -> str | None:
+        """Load the caches of ``path`` if the file passes every check.
+
+        Returns ``None`` when they were loaded, ``""`` when there is no file, otherwise why
+        the file was rejected (nothing changed then).
         """
         try:
-            with np.load(path, allow_pickle=False) as z:
-                if bytes(z["key"]).decode() != self.cache_key:
-                    return False
-                cmeta, dense, dense_rank = z["cmeta"], z["dense"], z["dense_rank"]
-                sparse, ends = z["sparse"], z["ends"]
-        except (OSError, KeyError, ValueError, UnicodeDecodeError):
-            return False
-        ok = (
-            cmeta.dtype == np.int32
-            and cmeta.shape == self._cmeta.shape
-            and dense.dtype == np.uint32
-            and dense.ndim == 2
-            and dense.shape[1] == self.words
-            and dense_rank.dtype == np.uint32
-            and dense_rank.shape == (dense.shape[0], self.rank_words)
-            and sparse.dtype == np.int32
-            and ends.dtype == np.int32
-            and sparse.ndim == 1
-            and ends.ndim == 1
-        )
-        if ok:  # every reference must stay inside the arrays the kernels will index
-            kind, a, n, e0, ne = (cmeta[:, i].astype(np.int64) for i in range(5))
-            trie = self.vocab.trie
-            ok = bool(
-                np.all((kind >= 0) & (kind <= 2))
-                and np.all((kind != 1) | ((a >= 0) & (a < dense.shape[0])))
-                and np.all((kind != 2) | ((a >= 0) & (n >= 0) & (a + n <= sparse.shape[0])))
-                and np.all((ne == 0) | ((e0 >= 0) & (ne >= 0) & (e0 + 257 + 2 * ne <= len(ends))))
-                and (len(sparse) == 0 or (sparse.min() >= 0 and sparse.max() < trie.n_tokens))
-                and (len(ends) == 0 or (ends.min() >= 0 and ends.max() < trie.n_nodes))
-            )
-        if not ok:
-            return False
+            arrays = _read_cache_file(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return ""
+        except IsADirectoryError:
+            return "it is a directory"
+        except _CacheFileError as e:
+            return str(e)
+        except Exception as e:  # whatever a damaged file makes zipfile or numpy raise
+            return f"damaged or not a cache file ({type(e).__name__}: {e})"
+        reason = self._check_caches(arrays)
+        if reason:
+            return reason
         with self._lock:
-            self._cmeta = np.ascontiguousarray(cmeta)
+            self._cmeta = arrays["cmeta"]
+            dense = arrays["dense"]
             if len(dense):
-                self._dense = np.ascontiguousarray(dense)
-                self._dense_rank = np.ascontiguousarray(dense_rank)
+                self._dense = dense
+                self._dense_rank = arrays["dense_rank"]
             else:
                 self._dense = np.zeros((4, self.words), np.uint32)
                 self._dense_rank = np.zeros((4, self.rank_words), np.uint32)
             self._n_dense = dense.shape[0]
-            self._sparse = np.ascontiguousarray(sparse)
-            self._n_sparse = sparse.shape[0]
-            self._ends = np.ascontiguousarray(ends)
-            self._n_ends = ends.shape[0]
-        return True
+            self._sparse = arrays["sparse"]
+            self._n_sparse = self._sparse.shape[0]
+            self._ends = arrays["ends"]
+            self._n_ends = self._ends.shape[0]
+        return None
+
+    def _check_caches(self, arrays: dict[str, np.ndarray]) -> str:
+        """Why the arrays of a cache file may not be used here, or ``""`` if they may."""
+        return self._identity_problem(arrays) or self._structure_problem(arrays)
+
+    def _identity_problem(self, arrays: dict[str, np.ndarray]) -> str:
+        """``""`` when the file's key is this compilation's and its digest matches."""
+        key = bytes(arrays["key"])
+        if key != self.cache_key.encode():
+            return (
+                "written for another grammar, vocabulary, format or corral version "
+                f"(key {key[:64].decode('ascii', 'replace')!r}, expected {self.cache_key!r})"
+            )
+        if not hmac.compare_digest(bytes(arrays["digest"]), _file_digest(self.cache_key, arrays)):
+            return "its contents do not match the digest stored with them (damaged or edited)"
+        return ""
+
+    def _structure_problem(self, arrays: dict[str, np.ndarray]) -> str:
+        """``""`` when the arrays fit this compilation and every reference stays inside
+        them and the trie (what the kernels index without bounds checks)."""
+        cmeta, dense, dense_rank = arrays["cmeta"], arrays["dense"], arrays["dense_rank"]
+        sparse, ends = arrays["sparse"], arrays["ends"]
+        if (
+            cmeta.shape != self._cmeta.shape
+            or dense.shape[1] != self.words
+            or dense_rank.shape != (dense.shape[0], self.rank_words)
+        ):
+            return (
+                f"array shapes cmeta {cmeta.shape}, dense {dense.shape}, dense_rank "
+                f"{dense_rank.shape} do not fit {self._cmeta.shape[0]} lexer states and "
+                f"{self.words}/{self.rank_words}-word masks"
+            )
+        trie = self.vocab.trie
+        kind, a, n, e0, ne = (cmeta[:, i].astype(np.int64) for i in range(5))
+        dense_ok = (kind != 1) | ((a >= 0) & (a < dense.shape[0]))
+        sparse_ok = (kind != 2) | ((a >= 0) & (n >= 0) & (a + n <= sparse.shape[0]))
+        ends_ok = (ne == 0) | ((e0 >= 0) & (ne > 0) & (e0 + 257 + 2 * ne <= ends.shape[0]))
+        if not (
+            np.all((kind >= 0) & (kind <= 2) & dense_ok & sparse_ok & ends_ok)
+            and (len(sparse) == 0 or (sparse.min() >= 0 and sparse.max() < trie.n_tokens))
+            and (len(ends) == 0 or (ends.min() >= 0 and ends.max() < trie.n_nodes))
+        ):
+            return "a state's cache refers outside the file's arrays or the trie"
+        blocks = e0[(kind != 0) & (ne > 0)]
+        if len(blocks):  # each end block: 257 offsets by child byte, from 0 up to its edges
+            offsets = ends[blocks[:, None] + np.arange(257)]
+            counts = ne[(kind != 0) & (ne > 0)]
+            if not (
+                np.all(offsets[:, 0] == 0)
+                and np.all(np.diff(offsets, axis=1) >= 0)
+                and np.all(offsets[:, 256] == counts)
+            ):
+                return "an end-edge block's offsets are inconsistent"
+        # dense rows may hold trie tokens only (never special, EOS or padding ids)
+        rank_tail = np.zeros(self.rank_words, np.uint32)
+        if trie.n_tokens % 32:
+            rank_tail[-1] = np.uint32(~((1 << (trie.n_tokens % 32)) - 1) & 0xFFFFFFFF)
+        if np.any(dense & ~trie.all_ids) or np.any(dense_rank & rank_tail):
+            return "a dense row allows tokens that are not in the trie"
+        return ""
 
     def special_start_state(self, token_id: int) -> int:
         """The lexer start state of the terminal that stands for special token ``token_id``."""
@@ -309,6 +395,106 @@ class CompiledGrammar:
     def token_data(self, token_id: int) -> tuple[np.ndarray, int, int]:
         """``(data, start, stop)``: the bytes of ``token_id`` as a slice of one array."""
         return self.vocab.token_data(token_id)
+
+
+class _CacheFileError(Exception):
+    """A cache file does not have the layout :meth:`CompiledGrammar.save_caches` writes."""
+
+
+# name -> (dtype, ndim) of every array in a cache file (the digest covers the last five)
+_FILE_LAYOUT: dict[str, tuple[np.dtype[Any], int]] = {
+    "key": (np.dtype(np.uint8), 1),
+    "digest": (np.dtype(np.uint8), 1),
+    "cmeta": (np.dtype(np.int32), 2),
+    "dense": (np.dtype(np.uint32), 2),
+    "dense_rank": (np.dtype(np.uint32), 2),
+    "sparse": (np.dtype(np.int32), 1),
+    "ends": (np.dtype(np.int32), 1),
+}
+_DIGESTED = ("cmeta", "dense", "dense_rank", "sparse", "ends")
+
+
+def _hash_array(h: Any, name: str, a: np.ndarray) -> None:
+    """Feed ``name``, ``a``'s dtype, shape and C-order bytes to the hash ``h``."""
+    h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+    h.update(np.ascontiguousarray(a).reshape(-1).view(np.uint8))  # C-order bytes, no copy
+
+
+def _file_digest(key: str, arrays: dict[str, np.ndarray]) -> bytes:
+    """SHA-256 (32 bytes) over ``key`` and the cache arrays, in the order of ``_DIGESTED``.
+
+    It detects damage and arrays taken from another file; it has no secret, so it does
+    not stop someone who rewrites a file on purpose and recomputes it.
+    """
+    h = hashlib.sha256()
+    h.update(f"corral-token-cache-digest\0{key}\0".encode())
+    for name in _DIGESTED:
+        _hash_array(h, name, arrays[name])
+    return h.digest()
+
+
+_TRIE_DIGESTS: weakref.WeakKeyDictionary[Vocabulary, bytes] = weakref.WeakKeyDictionary()
+
+
+def _trie_digest(vocab: Vocabulary) -> bytes:
+    """SHA-256 of the trie layout the caches index: node bytes (their order is the node
+    numbering of end edges), subtree ends, token ids in rank order, ranks per node.
+    Computed once per vocabulary."""
+    digest = _TRIE_DIGESTS.get(vocab)
+    if digest is None:
+        trie = vocab.trie
+        h = hashlib.sha256()
+        for name in ("node_byte", "subtree_end", "token_ids", "rank_at"):
+            _hash_array(h, name, getattr(trie, name))
+        digest = h.digest()
+        _TRIE_DIGESTS[vocab] = digest
+    return digest
+
+
+def _read_cache_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The arrays of a cache file, each a new writable C-contiguous array.
+
+    Reads the zip archive itself rather than through ``np.load``: every entry must be
+    one of ``_FILE_LAYOUT``'s, stored uncompressed, with that dtype and number of
+    dimensions, and hold exactly the bytes its header declares, which is checked
+    before anything is allocated (a header cannot make it allocate more than the file
+    holds). Object arrays are refused from their header, so nothing is unpickled.
+    Raises :class:`_CacheFileError`, or whatever ``zipfile`` or numpy raise on damage.
+    """
+    fmt = np.lib.format
+    out: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        names = [i.filename for i in infos]
+        expected = sorted(f"{n}.npy" for n in _FILE_LAYOUT)
+        if sorted(names) != expected:
+            raise _CacheFileError(f"its entries are {sorted(names)[:10]}, not {expected}")
+        for info in infos:
+            name = info.filename[: -len(".npy")]
+            dtype, ndim = _FILE_LAYOUT[name]
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise _CacheFileError(f"entry {name!r} is compressed")
+            with zf.open(info) as f:
+                version = fmt.read_magic(f)
+                if version == (1, 0):
+                    shape, fortran, dt = fmt.read_array_header_1_0(f)
+                elif version == (2, 0):
+                    shape, fortran, dt = fmt.read_array_header_2_0(f)
+                else:
+                    raise _CacheFileError(f"entry {name!r} has .npy format version {version}")
+                if dt != dtype or len(shape) != ndim or any(d < 0 for d in shape):
+                    raise _CacheFileError(
+                        f"entry {name!r} is {dt} {shape}, expected {dtype} in {ndim} dimensions"
+                    )
+                nbytes = math.prod(shape) * dtype.itemsize
+                if nbytes > info.file_size:
+                    raise _CacheFileError(f"entry {name!r} declares more data than it holds")
+                data = f.read(nbytes + 1)  # reading to the end also checks the zip CRC
+                if len(data) != nbytes:
+                    raise _CacheFileError(f"entry {name!r} holds {len(data)} bytes, not {nbytes}")
+            a = np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
+            out[name] = np.array(a, order="C")  # a writable copy
+    return out
 
 
 def _end_block(pairs: np.ndarray, node_byte: np.ndarray) -> np.ndarray:

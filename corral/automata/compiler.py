@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import CacheWarning
 from ..grammar.ir import Grammar
 from .compiled import CompiledGrammar
 from .vocabulary import Vocabulary
@@ -101,10 +103,19 @@ def compile(
             build during decoding.
         cache_dir: a folder for token caches on disk (``<key>.npz``, plain arrays, never
             pickled). When a file for this grammar and vocabulary is there, its caches are
-            loaded instead of built; otherwise they are built and written there. A file
-            that does not match (other grammar, vocabulary, format, or damaged) is
-            ignored and rewritten. With a ``cache_dir`` every cache is built, whatever
-            ``precompute`` says.
+            loaded instead of built; otherwise they are built and written there. The key
+            covers the grammar, the vocabulary, the lexer tables, the trie layout, the
+            file format and corral's version, and each file stores a SHA-256 digest of
+            its key and arrays, checked on load with the arrays' dtypes, shapes and
+            bounds. So a damaged file (flipped bits, truncated, not an archive, a
+            directory in its place), a file of another grammar, vocabulary or version
+            (even renamed to this key), or one whose arrays were edited, is never used:
+            a :class:`~corral.errors.CacheWarning` names it and says why, its caches are
+            built again and the file is rewritten (a write that fails is a warning too;
+            a bad cache file never raises). The digest has no secret: whoever can write
+            to the folder can forge a file that passes, so ``cache_dir`` must be as
+            trusted as the code that uses it. With a ``cache_dir`` every cache is built,
+            whatever ``precompute`` says.
         schema_options: options for a JSON Schema ``spec`` (see
             :class:`corral.grammar.json_schema.Options`: ``whitespace``, ``final_check``...).
 
@@ -123,11 +134,39 @@ def compile(
     if cache_dir is not None:
         path = Path(cache_dir) / f"{compiled.cache_key}.npz"
         stats = compiled.cache_stats()
-        if stats["cached_states"] == 0 and compiled.load_caches(path):
-            return compiled
-        if stats["cached_states"] < stats["lexer_states"] or not path.exists():
+        rejected = False
+        if stats["cached_states"] == 0:
+            reason = compiled._load_caches(path)
+            if reason is None:
+                return compiled
+            if reason:  # "" is a missing file: nothing to say
+                rejected = True
+                warnings.warn(
+                    CacheWarning(
+                        f"token cache file {path} rejected: {reason}; its caches are built "
+                        "again and the file rewritten",
+                        path=str(path),
+                        reason=reason,
+                    ),
+                    stacklevel=2,
+                )
+        if rejected or stats["cached_states"] < stats["lexer_states"] or not path.is_file():
             compiled.warm()
-            compiled.save_caches(path)
+            try:
+                if path.is_dir():  # an empty directory where the file belongs is removed
+                    path.rmdir()
+                compiled.save_caches(path)
+            except OSError as e:
+                why = f"{type(e).__name__}: {e}"
+                warnings.warn(
+                    CacheWarning(
+                        f"token cache file {path} could not be written ({why}); the "
+                        "caches were built in memory",
+                        path=str(path),
+                        reason=why,
+                    ),
+                    stacklevel=2,
+                )
     elif precompute:
         compiled.warm()
     return compiled
