@@ -8,8 +8,10 @@ its keys as given or in schema order (:func:`in_schema_order`); an invalid insta
 be rejected in both. Outcomes per instance:
 
 ``pass`` (valid accepted or invalid rejected), ``false_negative`` (valid rejected),
-``false_positive`` (invalid accepted). Per schema: ``refused`` (a clear corral error at
-compile), ``timeout`` (compile budget), ``crash`` (any other exception).
+``false_positive`` (invalid accepted). Per schema: ``compiled``, ``empty`` (refused with
+:class:`~corral.EmptyLanguageError`: every instance counts as rejected, which is right for
+the invalid ones), ``refused`` (another clear corral error at compile), ``timeout``
+(compile budget), ``crash`` (any other exception).
 
 Run the full MaskBench sweep from ``tests/`` with ``python -m support.schema_runner maskbench``
 (or ``draft2020-12`` / ``draft7`` for the test suite).
@@ -32,20 +34,21 @@ SHARED = Path(__file__).resolve().parents[3] / "shared"
 SUITE_DIR = SHARED / "data" / "json-schema-test-suite" / "tests"
 MASKBENCH_DIR = SHARED / "data" / "maskbench"
 PASS, FALSE_NEGATIVE, FALSE_POSITIVE = "pass", "false_negative", "false_positive"
-REFUSED, TIMEOUT, CRASH = "refused", "timeout", "crash"
+REFUSED, TIMEOUT, CRASH, EMPTY = "refused", "timeout", "crash", "empty"
+DECIDED = ("compiled", EMPTY)  # statuses whose instances are classified
 
 
 @dataclass
 class SchemaOutcome:
     name: str
-    status: str  # "compiled", REFUSED, TIMEOUT, CRASH
+    status: str  # "compiled", EMPTY, REFUSED, TIMEOUT, CRASH
     detail: str = ""
     tests: list[str] = field(default_factory=list)  # per instance outcome
     compile_s: float = 0.0
 
     @property
     def passing(self) -> bool:
-        return self.status == "compiled" and all(t == PASS for t in self.tests)
+        return self.status in DECIDED and all(t == PASS for t in self.tests)
 
 
 def serialise(value: Any) -> str:
@@ -115,7 +118,7 @@ def run_schema(
 ) -> SchemaOutcome:
     """Compile ``schema`` and force every ``(instance, valid)`` through a matcher."""
     import corral
-    from corral.errors import CompileBudgetError, CorralError
+    from corral.errors import CompileBudgetError, CorralError, EmptyLanguageError
 
     t0 = time.perf_counter()
     old = signal.signal(signal.SIGALRM, _on_alarm)
@@ -126,6 +129,9 @@ def run_schema(
         )
     except (_AlarmError, CompileBudgetError) as e:
         return SchemaOutcome(name, TIMEOUT, str(e)[:300], compile_s=time.perf_counter() - t0)
+    except EmptyLanguageError as e:
+        verdicts = [FALSE_NEGATIVE if valid else PASS for _, valid in tests]
+        return SchemaOutcome(name, EMPTY, f"{type(e).__name__}: {e}"[:300], verdicts)
     except CorralError as e:
         return SchemaOutcome(name, REFUSED, f"{type(e).__name__}: {e}"[:300])
     except Exception as e:
@@ -196,9 +202,11 @@ def summarise(outcomes: list[SchemaOutcome]) -> dict[str, int]:
     c: Counter[str] = Counter()
     for o in outcomes:
         c["schemas"] += 1
-        if o.status != "compiled":
+        if o.status not in DECIDED:
             c[o.status] += 1
             continue
+        if o.status == EMPTY:
+            c[EMPTY] += 1
         if o.passing:
             c["passing"] += 1
         for t in o.tests:
@@ -231,7 +239,7 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - a command-line tool
     for i, (name, schema, tests) in enumerate(cases):
         o = run_schema(name, schema, tests, vocab, tok)
         outcomes.append(o)
-        if o.status != "compiled" or not o.passing:
+        if not o.passing:
             print(f"{name}: {o.status} {o.tests} {o.detail[:200]!r}", file=sys.stderr)
         if i % 100 == 99:
             print(f"... {i + 1} schemas, {time.time() - t0:.0f} s", file=sys.stderr)

@@ -37,8 +37,10 @@ from ..regex import ByteDFA, ast, literal_dfa, python_regex_dfa
 from ..regex.charset import CharSet
 from ..regex.dfa import deadline, difference, intersect, union_of_literals
 from .load import LoadedSchema, pointer_join
+from .rewrite import simplify
 from .strings import MAX_EXACT_LENGTH, body_of_node, constrained_string, plain_string
 from .validation import ExactValidation, FinalCheck
+from .value_sets import distinct_choice_possible, finite_values, surely_empty
 
 EXACT = "exact"
 FINAL_CHECK = "final check"
@@ -60,6 +62,14 @@ CHECKED = frozenset(
         "maxProperties", "unevaluatedProperties", "unevaluatedItems",
     }
 )  # fmt: skip
+# Final-check keywords of arrays and objects that ``array``/``object`` express exactly when
+# they can (counts, finite unique items); they note each occurrence themselves.
+DEFERRED = frozenset(
+    {
+        "uniqueItems", "contains", "minContains", "maxContains", "minProperties",
+        "maxProperties", "dependentRequired", "dependencies",
+    }
+)  # fmt: skip
 HANDLED = frozenset(
     {
         "type", "enum", "const", "properties", "required", "additionalProperties",
@@ -70,6 +80,14 @@ HANDLED = frozenset(
     }
 )  # fmt: skip
 TYPES = ("null", "boolean", "object", "array", "string", "number")
+# Arrays of distinct items from at most this many values are compiled exactly (2^n states).
+UNIQUE_MAX_VALUES = 8
+# dependentRequired is compiled exactly when it involves at most this many declared names
+# (the grammar tracks which of them were written).
+MAX_DEPENDENT_NAMES = 8
+# Objects whose property counts (minProperties/maxProperties) would need more grammar states
+# than this are counted by the final check instead.
+MAX_COUNT_STATES = 20_000
 # Names the semantics of the final check in grammar fingerprints (bump when they change).
 FINAL_CHECK_VERSION = "corral-final-check-2"
 # After this many merges (allOf, and siblings distributed into anyOf/oneOf branches), a
@@ -181,6 +199,7 @@ class _Builder:
         self._any: str | None = None
         self._merge_depth = 0
         self._validation: ExactValidation | None = None
+        self._branch_pointers: dict[int, list[str]] = {}  # synthetic anyOf lists
         self._alive: list[Any] = []
         self._too_large: set[str] = set()  # patterns/formats whose automaton is too large
         self._merges = 0
@@ -270,9 +289,16 @@ class _Builder:
 
     def _value(self, schema: dict[str, Any], ptr: str, resolver: Any) -> str | None:
         resolver = self.enter(schema, resolver)
+        if "$ref" not in schema or self.loaded.draft not in ("4", "6", "7"):
+            simpler = simplify(self, schema, ptr, resolver)
+            if simpler is None:
+                return None
+            schema = simpler
         for kw in schema:
             if kw in ANNOTATIONS:
                 self.note(pointer_join(ptr, kw), kw, ANNOTATION)
+            elif kw in DEFERRED:
+                continue  # noted where arrays and objects are built
             elif kw in CHECKED:
                 self._needs_check(pointer_join(ptr, kw), kw)
             elif kw not in HANDLED:
@@ -318,8 +344,9 @@ class _Builder:
                     return self.value(base, ptr, resolver)
                 name = self.fresh(comb)
                 any_branch = False
+                written = self._branch_pointers.get(id(schema[comb]))  # from a rewrite
                 for i, sub in enumerate(schema[comb]):
-                    sub_ptr = pointer_join(ptr, comb, i)
+                    sub_ptr = written[i] if written else pointer_join(ptr, comb, i)
                     sub, sub_resolver, _ = self.deref(sub, sub_ptr, resolver)
                     m = self.merge(base, sub, sub_ptr, sub_resolver)
                     if m is None:
@@ -331,10 +358,11 @@ class _Builder:
                         any_branch = True
                 if comb == "oneOf" and len(schema[comb]) > 1:
                     self._needs_check(pointer_join(ptr, comb), comb, "exclusivity")
-                else:
+                elif not written:
                     self.note(pointer_join(ptr, comb), comb, EXACT)
                 return name if any_branch else None
         if "enum" in schema or "const" in schema:
+            self._settle_deferred(schema, ptr, EXACT, "enum values are filtered by it")
             return self.enum_value(schema, ptr, resolver)
         types = self.types_of(schema, ptr)
         name = self.fresh("t")
@@ -344,7 +372,14 @@ class _Builder:
             if sym is not None:
                 self.add(name, sym)
                 found = True
+        self._settle_deferred(schema, ptr, ANNOTATION, "no effect: no array or object is allowed")
         return name if found else None
+
+    def _settle_deferred(self, schema: dict[str, Any], ptr: str, status: str, detail: str) -> None:
+        """Note the :data:`DEFERRED` keywords of ``schema`` that ``array``/``object`` did not."""
+        for kw in DEFERRED:
+            if kw in schema and (pointer_join(ptr, kw), kw) not in self.findings:
+                self.note(pointer_join(ptr, kw), kw, status, detail)
 
     def pattern_node(self, pattern: str, ptr: str, kw: str) -> ast.Node | None:
         """The search language of an ECMA-262 ``pattern`` (at ``ptr``), or ``None`` when it
@@ -368,6 +403,27 @@ class _Builder:
         )
         self._needs_check(ptr, kw, reason)
         return None
+
+    annotations = ANNOTATIONS
+
+    def union(self, branches: list[Any], pointers: list[str]) -> dict[str, Any]:
+        """A synthetic ``{"anyOf": branches}`` whose branches are reported at
+        ``pointers`` (where the user wrote them) rather than under an ``anyOf``."""
+        out = self.synthetic({"anyOf": list(branches)})
+        self._branch_pointers[id(out["anyOf"])] = list(pointers)
+        self._alive.append(out["anyOf"])
+        return out
+
+    def synthetic(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """Register a schema built here (not found in the document): it is identified by
+        content, not identity, and kept alive while the translation runs."""
+        self._synthetic.add(id(schema))
+        self._alive.append(schema)
+        return schema
+
+    def needs_check(self, ptr: str, kw: str, detail: str = "") -> None:
+        """Keyword ``kw`` at ``ptr`` is left to the final check (refused without one)."""
+        self._needs_check(ptr, kw, detail)
 
     def _needs_check(self, ptr: str, kw: str, detail: str = "") -> None:
         if not self.opt.final_check:
@@ -803,12 +859,32 @@ class _Builder:
         lo = int(s.get("minItems", 0))
         hi = s.get("maxItems")
         hi = None if hi is None else int(hi)
+        contains = self._contains(s, ptr, resolver)
+        if contains is None:
+            return None
+        least, c_sub, c_resolver = contains
+        lo = max(lo, least)  # implied by contains: the grammar can say it
+        n = len(prefix)
+        rest_ptr = pointer_join(ptr, "items" if prefix_kw == "prefixItems" else "additionalItems")
+        if s.get("uniqueItems") is True:
+            values = self._unique_values(prefix, rest, lo, ptr, resolver)
+            if values is None:
+                return None
+            if values:
+                if n == 0 and len(values) <= UNIQUE_MAX_VALUES:
+                    self.note(pointer_join(ptr, "uniqueItems"), "uniqueItems", EXACT)
+                    if c_sub is not None:
+                        self._contains_checked(s, ptr, "with uniqueItems")
+                    return self._unique_array(values, lo, hi)
+                # distinct items from a finite set: the set's size bounds the length
+                hi = n + len(values) if hi is None else min(hi, n + len(values))
+            self._needs_check(pointer_join(ptr, "uniqueItems"), "uniqueItems")
+        elif "uniqueItems" in s:
+            self.note(pointer_join(ptr, "uniqueItems"), "uniqueItems", EXACT, "false: no effect")
         prefix_syms = [
             self.value(x, pointer_join(ptr, prefix_kw, i), resolver) for i, x in enumerate(prefix)
         ]
-        rest_ptr = pointer_join(ptr, "items" if prefix_kw == "prefixItems" else "additionalItems")
         rest_sym = self.value(rest, rest_ptr, resolver)
-        n = len(prefix)
         # longest possible array
         cap = hi
         for i, sym in enumerate(prefix_syms):
@@ -819,6 +895,12 @@ class _Builder:
             cap = n if cap is None else min(cap, n)
         if cap is not None and cap < lo:
             return None
+        if c_sub is not None:
+            hit = self._contains_hit(s, ptr, c_resolver, rest, c_sub, n, cap, least)
+            if hit is False:
+                return None
+            if isinstance(hit, str):
+                return self._contains_array(rest_sym, hit, lo, cap, least)
         exact_cap = cap
         if cap is not None and cap - max(lo, n) > 4096:
             self._needs_check(pointer_join(ptr, "maxItems"), "maxItems", "bound above 4096")
@@ -857,6 +939,146 @@ class _Builder:
                 nxt = self.fresh("a")
                 self.add(prev, *([comma] if i else []), rest_sym, nxt)
                 prev = nxt
+        return self._seq("arr", self.punct("["), names[0], self.punct("]"))
+
+    def _contains(self, s: dict[str, Any], ptr: str, resolver: Any) -> tuple[int, Any, Any] | None:
+        """``(least, sub, resolver)``: the fewest items ``contains`` implies and its
+        (dereferenced) subschema with its resolver (``(0, None, None)``: no effect), or
+        ``None`` when no array satisfies it."""
+        modern = self.loaded.draft in ("2019-09", "2020-12")
+        if not modern:
+            for kw in ("minContains", "maxContains"):
+                if kw in s:
+                    self.note(pointer_join(ptr, kw), kw, ANNOTATION, "not a keyword of this draft")
+        if "contains" not in s or self.loaded.draft == "4":
+            for kw in ("contains", "minContains", "maxContains"):
+                if kw in s and modern:
+                    self.note(pointer_join(ptr, kw), kw, ANNOTATION, "no effect without contains")
+            return 0, None, None
+        least = int(s.get("minContains", 1)) if modern else 1
+        most = s.get("maxContains") if modern else None
+        c_ptr = pointer_join(ptr, "contains")
+        sub, sub_resolver, _ = self.deref(s["contains"], c_ptr, resolver)
+        if (most is not None and least > int(most)) or (least and surely_empty(sub, ANNOTATIONS)):
+            self.note(c_ptr, "contains", EXACT, "no array satisfies it")
+            return None
+        if least == 0 and most is None:
+            for kw in ("contains", "minContains"):
+                self.note(pointer_join(ptr, kw), kw, EXACT, "minContains 0: no effect")
+            return 0, None, None
+        return least, sub, sub_resolver
+
+    def _contains_hit(
+        self,
+        s: dict[str, Any],
+        ptr: str,
+        resolver: Any,
+        rest: Any,
+        c_sub: Any,
+        n: int,
+        cap: int | None,
+        least: int,
+    ) -> str | bool | None:
+        """The symbol of an item that satisfies both ``items`` and ``contains``
+        (``resolver``: the scope of ``c_sub``), when the
+        grammar can count such items exactly (no prefix items, no ``maxContains``, few
+        enough states); ``False`` when no item can; ``None`` (after noting the final
+        check) otherwise."""
+        c_ptr = pointer_join(ptr, "contains")
+        states = ((cap if cap is not None else least) + 1) * (least + 1)
+        if (
+            n
+            or "maxContains" in s
+            or states > MAX_COUNT_STATES
+            or s.get("uniqueItems") is True
+            or (isinstance(rest, dict) and "$ref" in rest)  # merged only in its own scope
+        ):
+            self._contains_checked(s, ptr, "")
+            return None
+        both = self.merge(rest if rest is not True else {}, c_sub, c_ptr, resolver)
+        if both is None:
+            self._contains_checked(s, ptr, "not merged with items")
+            return None
+        sym = None if both is False else self.value(both, c_ptr, resolver)
+        for kw in ("contains", "minContains"):
+            if kw in s:
+                self.note(pointer_join(ptr, kw), kw, EXACT)
+        return False if sym is None else sym
+
+    def _contains_checked(self, s: dict[str, Any], ptr: str, detail: str) -> None:
+        for kw in ("contains", "minContains", "maxContains"):
+            if kw in s:
+                self._needs_check(pointer_join(ptr, kw), kw, detail)
+
+    def _contains_array(
+        self, item: str | None, hit: str, lo: int, cap: int | None, least: int
+    ) -> str:
+        """Arrays of ``lo`` to ``cap`` items, each an ``item`` or a ``hit``, at least
+        ``least`` of them hits: states count the items (up to ``max(lo, 1)`` when there is
+        no cap) and the hits (up to ``least``)."""
+        comma = self.punct(",")
+        top = cap if cap is not None else max(lo, 1)
+        S = [[self.fresh("ct") for _ in range(least + 1)] for _ in range(top + 1)]
+        for i in range(top + 1):
+            for c in range(least + 1):
+                if i >= lo and c >= least:
+                    self.add(S[i][c])
+                if cap is not None and i >= cap:
+                    continue
+                after = min(i + 1, top)
+                sep = [comma] if i else []
+                if item is not None:
+                    self.add(S[i][c], *sep, item, S[after][c])
+                self.add(S[i][c], *sep, hit, S[after][min(c + 1, least)])
+        return self._seq("arr", self.punct("["), S[0][0], self.punct("]"))
+
+    def _unique_values(
+        self, prefix: list[Any], rest: Any, lo: int, ptr: str, resolver: Any
+    ) -> list[Any] | None:
+        """For ``uniqueItems``: the finite set of values the items after the prefix may take
+        (``[]``: not finite), or ``None`` when no array of at least ``lo`` distinct items
+        exists (each position choosing from its finite set, when it has one)."""
+        rest_s, _, _ = self.deref(rest, ptr, resolver)
+        values = finite_values(rest_s, ANNOTATIONS)
+        choices: list[list[Any]] = []
+        for i in range(lo):
+            if i < len(prefix):
+                item, _, _ = self.deref(prefix[i], ptr, resolver)
+                c = finite_values(item, ANNOTATIONS)
+            elif values is not None and lo - len(prefix) > len(values):
+                choices = [[]]  # more items than distinct values
+                break
+            else:
+                c = values
+            if c is not None:
+                choices.append(c)
+        if not distinct_choice_possible(choices):
+            self.note(
+                pointer_join(ptr, "uniqueItems"),
+                "uniqueItems",
+                EXACT,
+                "no array has distinct items",
+            )
+            return None
+        return values or []
+
+    def _unique_array(self, values: list[Any], lo: int, hi: int | None) -> str:
+        """Arrays of distinct items from ``values`` (at most :data:`UNIQUE_MAX_VALUES`),
+        ``lo`` to ``hi`` of them: states are the sets of values written so far."""
+        syms = [self.const(v) for v in values]
+        comma = self.punct(",")
+        k = len(values)
+        names = [self.fresh("uq") for _ in range(1 << k)]
+        for mask in range(1 << k):
+            count = mask.bit_count()
+            if count >= lo and (hi is None or count <= hi):
+                self.add(names[mask])
+            if hi is not None and count >= hi:
+                continue
+            for j in range(k):
+                if not mask >> j & 1:
+                    sep = [comma] if mask else []
+                    self.add(names[mask], *sep, syms[j], names[mask | 1 << j])
         return self._seq("arr", self.punct("["), names[0], self.punct("]"))
 
     # -- objects ------------------------------------------------------------------------
@@ -943,7 +1165,7 @@ class _Builder:
                 if kname is not None:
                     extra.append((kname, sym))
 
-        comma, colon = self.punct(","), self.punct(":")
+        colon = self.punct(":")
         pair_syms: list[tuple[str | None, bool]] = []
         for k, sym, req in parts:
             if sym is None:
@@ -956,34 +1178,164 @@ class _Builder:
             for kname, sym in extra:
                 self.add(extra_pair, kname, colon, sym)
         named = [(p, r) for p, r in pair_syms if p is not None]
+        counts = self._property_counts(s, ptr, named, extra_pair, len(pair_syms))
+        if counts is None:
+            return None
+        deps = self._dependencies(s, ptr, [k for k, _, _ in parts])
         if self.opt.property_order == "any":
             if len(named) <= self.opt.any_order_max_properties:
-                return self._any_order(named, extra_pair)
+                index = [i for i, (p, _) in enumerate(pair_syms) if p is not None]
+                named_deps = [
+                    (index.index(t), [index.index(d) for d in ds if d in index])
+                    if all(d in index for d in ds)
+                    else (index.index(t), [-1])  # a dependency that cannot be present
+                    for t, ds in deps
+                    if t in index
+                ]
+                return self._any_order(named, extra_pair, counts, named_deps)
             self.note(pointer_join(ptr, "properties"), "properties", EXACT,
                       f"written in schema order: more than "
                       f"{self.opt.any_order_max_properties} properties")  # fmt: skip
-        # R[i][e]: properties i.. still to come, e = something was written already
-        n = len(pair_syms)
-        R = [[self.fresh("o"), self.fresh("o")] for _ in range(n + 1)]
-        for i, (pair, req) in enumerate(pair_syms):
-            for e in (0, 1):
-                if pair is not None:
-                    self.add(R[i][e], *([comma] if e else []), pair, R[i + 1][1])
-                if not req:
-                    self.add(R[i][e], R[i + 1][e])
-        for e in (0, 1):
-            self.add(R[n][e])
-            if extra_pair is not None:
-                more = self.fresh("xmore")
-                self.add(R[n][e], *([comma] if e else []), extra_pair, more)
-                self.add(more)
-                self.add(more, comma, extra_pair, more)
-        return self._seq("obj", self.punct("{"), R[0][0], self.punct("}"))
+        return self._schema_order(pair_syms, extra_pair, counts, deps)
 
-    def _any_order(self, named: list[tuple[str, bool]], extra_pair: str | None) -> str:
+    def _schema_order(
+        self,
+        pair_syms: list[tuple[str | None, bool]],
+        extra_pair: str | None,
+        counts: tuple[int, int | None, int],
+        deps: list[tuple[int, list[int]]],
+    ) -> str:
+        """An object whose named pairs come in schema order (``None``: that property cannot
+        occur), then additional pairs. States ``(i, c, present)``: the named properties
+        ``i..`` are still to come, ``c`` pairs were written (see :meth:`_property_counts`),
+        ``present`` is the set of properties written among those ``deps`` mention (each
+        ``(trigger, dependents)``: if the trigger is present, so are its dependents)."""
+        least, most, top = counts
+        comma = self.punct(",")
+        n = len(pair_syms)
+        bit: dict[int, int] = {}  # property index -> bit in `present`
+        for t, ds in deps:
+            for i in (t, *ds):
+                bit.setdefault(i, len(bit))
+        need = [(1 << bit[t], sum(1 << bit[d] for d in ds if d >= 0), -1 in ds) for t, ds in deps]
+
+        def complete(present: int) -> bool:
+            return all(not present & t or (not gone and present & d == d) for t, d, gone in need)
+
+        names: dict[tuple[int, int, int], str] = {}
+
+        def state(key: tuple[int, int, int]) -> str:
+            if key not in names:
+                names[key] = self.fresh("o")
+                todo.append(key)
+            return names[key]
+
+        todo: list[tuple[int, int, int]] = []
+        start = state((0, 0, 0))
+        while todo:
+            i, c, present = key = todo.pop()
+            lhs = names[key]
+            sep = [comma] if c else []
+            room = most is None or c < most
+            if i < n:
+                pair, req = pair_syms[i]
+                if pair is not None and room:
+                    now = present | (1 << bit[i] if i in bit else 0)
+                    self.add(lhs, *sep, pair, state((i + 1, min(c + 1, top), now)))
+                if not req:
+                    self.add(lhs, state((i + 1, c, present)))
+                continue
+            if c >= least and complete(present):
+                self.add(lhs)
+            if extra_pair is not None and room:  # additional pairs, any number
+                self.add(lhs, *sep, extra_pair, state((n, min(c + 1, top), present)))
+        return self._seq("obj", self.punct("{"), start, self.punct("}"))
+
+    def _dependencies(
+        self, s: dict[str, Any], ptr: str, names: list[str]
+    ) -> list[tuple[int, list[int]]]:
+        """``dependentRequired`` (and the array form of ``dependencies``) as
+        ``(trigger, dependents)`` pairs of indices into ``names`` (the properties the
+        grammar writes by name), when every name involved is one of them and there are
+        at most :data:`MAX_DEPENDENT_NAMES`; otherwise the keyword is the final
+        check's and nothing is returned for it."""
+        out: list[tuple[int, list[int]]] = []
+        for kw in ("dependentRequired", "dependencies"):
+            if kw not in s or not isinstance(s[kw], dict):
+                continue
+            kw_ptr = pointer_join(ptr, kw)
+            pairs = [(t, v) for t, v in s[kw].items() if isinstance(v, list)]
+            if len(pairs) != len(s[kw]):  # schema-valued dependencies
+                self._needs_check(kw_ptr, kw, "schema dependencies")
+                continue
+            involved = {t for t, _ in pairs} | {d for _, v in pairs for d in v}
+            if not involved <= set(names) or len(involved) > MAX_DEPENDENT_NAMES:
+                self._needs_check(kw_ptr, kw, "names not declared, or too many")
+                continue
+            self.note(kw_ptr, kw, EXACT)
+            out += [(names.index(t), [names.index(d) for d in v]) for t, v in pairs]
+        return out
+
+    def _property_counts(
+        self,
+        s: dict[str, Any],
+        ptr: str,
+        named: list[tuple[str, bool]],
+        extra_pair: str | None,
+        n_props: int,
+    ) -> tuple[int, int | None, int] | None:
+        """``(least, most, top)``: the grammar counts the pairs it writes, from 0 to ``top``
+        (counts above ``top`` are one state when ``most`` is ``None``; ``top >= 1`` unless
+        nothing may be written, so a count above 0 also tells a comma is due), and ends an
+        object only with ``least`` to ``most`` pairs. ``None``: no object satisfies
+        ``minProperties``/``maxProperties`` with these properties.
+
+        The grammar counts pairs, not distinct names: with additional properties a name
+        could repeat, which the final check refuses, so ``minProperties`` stays noted as
+        the final check's there; ``maxProperties`` is exact (fewer names than pairs).
+        """
+        least = int(s.get("minProperties", 0))
+        most = None if s.get("maxProperties") is None else int(s["maxProperties"])
+        required = sum(1 for _, req in named if req)
+        possible = None if extra_pair is not None else len(named)
+        min_ptr, max_ptr = pointer_join(ptr, "minProperties"), pointer_join(ptr, "maxProperties")
+        if (most is not None and (required > most or least > most)) or (
+            possible is not None and least > possible
+        ):
+            for kw, kw_ptr in (("minProperties", min_ptr), ("maxProperties", max_ptr)):
+                if kw in s:
+                    self.note(kw_ptr, kw, EXACT, "no object satisfies it")
+            return None
+        top = most if most is not None else max(least, 1)
+        if (n_props + 2) * (top + 1) > MAX_COUNT_STATES:
+            for kw, kw_ptr in (("minProperties", min_ptr), ("maxProperties", max_ptr)):
+                if kw in s:
+                    self._needs_check(kw_ptr, kw, "too many property counts to track")
+            return 0, None, 1
+        if "maxProperties" in s:
+            self.note(max_ptr, "maxProperties", EXACT)
+        if "minProperties" in s:
+            if extra_pair is None or least <= required:
+                self.note(min_ptr, "minProperties", EXACT)
+            else:
+                self._needs_check(
+                    min_ptr, "minProperties", "pairs are counted; a repeated name fails at the end"
+                )
+        return least, most, top
+
+    def _any_order(
+        self,
+        named: list[tuple[str, bool]],
+        extra_pair: str | None,
+        counts: tuple[int, int | None, int],
+        deps: list[tuple[int, list[int]]],
+    ) -> str:
         """An object whose named properties come in any order, each at most once, the
-        required ones all present, additional pairs anywhere: states are the sets of
-        properties written so far (hence the size limit)."""
+        required ones all present, additional pairs anywhere, ``least`` to ``most`` pairs in
+        all, and the dependents of each trigger in ``deps`` present with it (``-1``: a
+        dependent that cannot occur): states are the sets of properties written so far
+        (hence the size limit) and the count of pairs (as in :meth:`_property_counts`)."""
+        least, most, top = counts
         comma = self.punct(",")
         required = 0
         for i, (_, req) in enumerate(named):
@@ -993,18 +1345,26 @@ class _Builder:
         todo = [(0, 0)]
         names[(0, 0)] = self.fresh("u")
         while todo:
-            mask, e = todo.pop()
-            lhs = names[(mask, e)]
-            sep = [comma] if e else []
-            if mask & required == required:
+            mask, c = todo.pop()
+            lhs = names[(mask, c)]
+            sep = [comma] if c else []
+            if (
+                mask & required == required
+                and c >= least
+                and all(
+                    not mask >> t & 1 or all(d >= 0 and mask >> d & 1 for d in ds) for t, ds in deps
+                )
+            ):
                 self.add(lhs)
+            if most is not None and c >= most:
+                continue
             moves: list[tuple[str, int]] = [
                 (pair, mask | 1 << i) for i, (pair, _) in enumerate(named) if not mask >> i & 1
             ]
             if extra_pair is not None:
                 moves.append((extra_pair, mask))
             for pair, nxt in moves:
-                key = (nxt, 1)
+                key = (nxt, min(c + 1, top))
                 if key not in names:
                     names[key] = self.fresh("u")
                     todo.append(key)

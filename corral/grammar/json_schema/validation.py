@@ -65,13 +65,21 @@ def parse_document(text: str | bytes) -> Any:
     :class:`~decimal.Decimal`, a repeated name in an object is refused.
 
     Raises:
-        ValueError: not JSON (``json.JSONDecodeError``), ``NaN``/``Infinity``, or a
-            repeated name (:class:`DuplicateKeyError`).
+        ValueError: not JSON (``json.JSONDecodeError``), ``NaN``/``Infinity``, a number
+            whose exponent is beyond decimal arithmetic, or a repeated name
+            (:class:`DuplicateKeyError`).
         RecursionError: the document nests too deeply for Python's JSON parser.
     """
     return json.loads(
-        text, parse_float=Decimal, parse_constant=_no_constant, object_pairs_hook=_unique_pairs
+        text, parse_float=_decimal, parse_constant=_no_constant, object_pairs_hook=_unique_pairs
     )
+
+
+def _decimal(text: str) -> Decimal:
+    try:
+        return Decimal(text)
+    except ArithmeticError:  # an exponent beyond what decimal arithmetic holds
+        raise ValueError(f"the number {text[:40]} is out of range") from None
 
 
 def _no_constant(name: str) -> Any:
@@ -206,18 +214,29 @@ class FinalCheck:
     """
 
     def __init__(self, loaded: LoadedSchema) -> None:
-        self.validation = ExactValidation(loaded)
+        self.loaded = loaded
+        self._validation: ExactValidation | None = None
+        self._lock = threading.Lock()
         self._warned: set[str] = set()
+
+    @property
+    def validation(self) -> ExactValidation:
+        """The validator, built on first use (compiling a schema does not pay for it)."""
+        if self._validation is None:
+            with self._lock:
+                if self._validation is None:
+                    self._validation = ExactValidation(self.loaded)
+        return self._validation
 
     def __call__(self, text: bytes) -> bool:
         try:
             value = parse_document(text)
-        except DuplicateKeyError:
-            return False
-        except ValueError:
-            return False
         except RecursionError:
             self._undecided("the document nests too deeply to parse")
+            return False
+        except ValueError as e:  # not JSON, a repeated name, a number out of range
+            if "out of range" in str(e):
+                self._undecided(str(e))
             return False
         try:
             return self.validation.is_valid(value)
