@@ -7,28 +7,90 @@ semantics, for a row ``m``::
     allowed(i) = (m[i >> 5] >> (i & 31)) & 1
 
 NumPy arrays and CPU torch tensors are accepted (torch shares memory via ``.numpy()``).
+
+Token ids, rows and sizes handed to corral's public functions are integers: a Python
+``int``, a NumPy integer, or a one-element integer torch tensor (:func:`as_int`); a float,
+a string or a ``bool`` raises ``TypeError`` rather than being rounded or read as 0/1.
 """
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+# dtype names (NumPy, or torch without "torch.") of integer arrays accepted as id lists
+_INT_DTYPES = frozenset(("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
+
+
+def as_int(value: Any, name: str) -> int:
+    """``value`` as a Python ``int``, or ``TypeError`` naming ``name`` and what was given.
+
+    Accepted: ``int``, NumPy integer scalars, integer torch tensors of one element
+    (anything with ``__index__``). Refused: ``bool`` (not an id or a count), floats (even
+    integral ones: ``90.0`` is not token 90), strings, and everything else.
+    """
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)) or str(getattr(value, "dtype", "")) == "torch.bool":
+        raise TypeError(f"{name} must be an integer, not a bool ({value!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer (int or a NumPy integer), not "
+            f"{type(value).__name__} {value!r}"
+        ) from None
+
+
+def as_int_list(values: Iterable[Any], name: str) -> list[int]:
+    """``values`` (a sequence of ids: list, tuple, 1-D NumPy or torch integer array) as a
+    list of Python ``int``; ``TypeError`` naming ``name`` on anything else (a string, bytes,
+    a float array, an element that :func:`as_int` refuses)."""
+    if isinstance(values, (str, bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"{name} must be a sequence of integer token ids, not {type(values).__name__}"
+        )
+    if isinstance(values, np.ndarray) or type(values).__module__.startswith("torch"):
+        arr: Any = values
+        dtype = str(arr.dtype)
+        if dtype.replace("torch.", "") not in _INT_DTYPES or arr.ndim != 1:
+            raise TypeError(
+                f"{name} must be a one-dimensional array of integers, got a "
+                f"{type(arr).__name__} of dtype {dtype} and shape {tuple(arr.shape)}"
+            )
+        out: list[int] = arr.tolist()
+        return out
+    try:
+        items = list(values)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be a sequence of integer token ids, not {type(values).__name__}"
+        ) from None
+    return [v if type(v) is int else as_int(v, f"{name}[{i}]") for i, v in enumerate(items)]
+
 
 def bitmask_words(vocab_size: int) -> int:
     """Number of ``int32`` words in one bitmask row for ``vocab_size`` tokens."""
-    return (int(vocab_size) + 31) // 32
+    n = vocab_size if type(vocab_size) is int else as_int(vocab_size, "vocab_size")
+    if n < 0:
+        raise ValueError(f"vocab_size must be >= 0, got {n}")
+    return (n + 31) // 32
 
 
 def allocate_bitmask(batch: int, vocab_size: int, *, backend: str = "numpy") -> Any:
     """A bitmask ``int32 [batch, ceil(vocab_size/32)]`` with every bit set (all allowed).
 
-    ``backend``: ``"numpy"`` (default) or ``"torch"`` (a CPU tensor).
+    ``batch`` and ``vocab_size`` are positive integers (``TypeError`` for anything that
+    is not an integer). ``backend``: ``"numpy"`` (default) or ``"torch"`` (a CPU tensor).
     """
+    batch = as_int(batch, "batch")
+    vocab_size = as_int(vocab_size, "vocab_size")
     if batch <= 0 or vocab_size <= 0:
         raise ValueError(f"batch and vocab_size must be positive, got {batch} and {vocab_size}")
-    shape = (int(batch), bitmask_words(vocab_size))
+    shape = (batch, bitmask_words(vocab_size))
     if backend == "numpy":
         return np.full(shape, -1, dtype=np.int32)
     if backend == "torch":
@@ -84,6 +146,9 @@ def as_numpy_bitmask(bitmask: Any, vocab_size: int) -> np.ndarray:
 
 def bitmask_to_bool(bitmask: Any, vocab_size: int) -> np.ndarray:
     """Unpack a bitmask into ``bool [batch, vocab_size]`` (reference semantics, for tests)."""
+    vocab_size = as_int(vocab_size, "vocab_size")
+    if vocab_size < 0:
+        raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
     arr = as_numpy_bitmask(bitmask, vocab_size) if not isinstance(bitmask, np.ndarray) else bitmask
     if arr.ndim == 1:
         arr = arr.reshape(1, -1)
@@ -96,6 +161,9 @@ def bitmask_to_bool_torch(bitmask: Any, width: int) -> Any:
     on the bitmask's device; ids at or beyond ``32 * W`` come out ``False``."""
     import torch
 
+    width = as_int(width, "width")
+    if width < 0:
+        raise ValueError(f"width must be >= 0, got {width}")
     t = bitmask
     if isinstance(t, np.ndarray):
         t = torch.from_numpy(np.ascontiguousarray(t))
@@ -114,15 +182,33 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, vocab_size: int | Non
 
     ``logits``: ``float [batch, V]`` (NumPy or torch, any device for torch); ``V`` may
     exceed the bitmask's vocabulary (extra ids are masked). ``bitmask``: ``int32 [batch, W]``.
+    ``vocab_size``: when given, the vocabulary the bitmask was filled for: ``W`` must be
+    ``ceil(vocab_size / 32)``, ``V`` at least ``vocab_size``, and ids at or beyond it are
+    masked whatever their bits.
     """
+    if vocab_size is not None:
+        vocab_size = as_int(vocab_size, "vocab_size")
+        words = bitmask_words(vocab_size)
+        if vocab_size <= 0 or bitmask.shape[-1] != words:
+            raise ValueError(
+                f"expected a bitmask of {words} words per row for vocab_size={vocab_size}, "
+                f"got shape {list(bitmask.shape)}"
+            )
+        if logits.shape[-1] < vocab_size:
+            raise ValueError(
+                f"the logits have {logits.shape[-1]} columns, fewer than vocab_size={vocab_size}"
+            )
     if type(logits).__module__.startswith("torch"):
         allowed = bitmask_to_bool_torch(bitmask, logits.shape[-1]).to(logits.device)
+        if vocab_size is not None:
+            allowed[:, vocab_size:] = False
         logits.masked_fill_(~allowed.view(logits.shape), float("-inf"))
         return
     arr = np.asarray(logits)
     n = arr.shape[-1]
     m = np.asarray(bitmask)
-    allowed = bitmask_to_bool(m, min(n, m.shape[-1] * 32))
+    limit = min(n, m.shape[-1] * 32) if vocab_size is None else min(n, vocab_size)
+    allowed = bitmask_to_bool(m, limit)
     full = np.zeros((allowed.shape[0], n), bool)
     full[:, : allowed.shape[1]] = allowed
     arr[~full.reshape(arr.shape)] = -np.inf

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileBudgetError, CorralError, MatcherStateError, TokenRejectedError
-from .bitmask import as_numpy_bitmask
+from .bitmask import as_int, as_int_list, as_numpy_bitmask
 from .compiled import CompiledGrammar
 from .kernels import earley, mask
 from .vocabulary import EOS, NORMAL, SPECIAL
@@ -122,9 +122,12 @@ class Matcher:
     def fill_bitmask(self, out: Any, row: int = 0) -> None:
         """Write the allowed next tokens into row ``row`` of ``out``.
 
-        ``out``: ``int32 [batch, ceil(V/32)]`` (NumPy or CPU torch), bit set = allowed. EOS
-        tokens are allowed exactly when :meth:`is_accepting`; after EOS only EOS is allowed.
+        ``out``: ``int32 [batch, ceil(V/32)]`` (NumPy or CPU torch), bit set = allowed;
+        ``row``: an integer in ``0 .. batch-1``. EOS tokens are allowed exactly when
+        :meth:`is_accepting`; after EOS only EOS is allowed.
         """
+        if type(row) is not int:
+            row = as_int(row, "row")
         arr = as_numpy_bitmask(out, self.compiled.vocab_size)
         if not 0 <= row < arr.shape[0]:
             raise ValueError(f"row {row} is outside the bitmask's batch of {arr.shape[0]}")
@@ -194,9 +197,10 @@ class Matcher:
     def consume(self, token_id: int) -> None:
         """Advance by one token; raise :class:`TokenRejectedError` if it is not allowed.
 
-        On rejection the matcher is unchanged.
+        ``token_id``: an integer (``int`` or a NumPy integer; ``TypeError`` otherwise, a
+        ``bool`` included). On rejection the matcher is unchanged.
         """
-        tid = int(token_id)
+        tid = token_id if type(token_id) is int else as_int(token_id, "token_id")
         c = self.compiled
         if not 0 <= tid < c.vocab_size:
             raise TokenRejectedError(
@@ -235,8 +239,12 @@ class Matcher:
         self._history.append(before)
 
     def consume_tokens(self, token_ids: Iterable[int]) -> None:
-        """Consume several tokens; on a rejection, the tokens before it stay consumed."""
-        for t in token_ids:
+        """Consume several tokens; on a rejection, the tokens before it stay consumed.
+
+        ``token_ids``: a sequence of integer ids (a list, or a 1-D NumPy or torch integer
+        array); anything else raises ``TypeError`` before any token is consumed.
+        """
+        for t in as_int_list(token_ids, "token_ids"):
             self.consume(t)
 
     def try_consume(self, token_id: int) -> bool:
@@ -248,13 +256,18 @@ class Matcher:
         return True
 
     def validate_tokens(self, token_ids: Sequence[int]) -> int:
-        """How many leading tokens of ``token_ids`` would be accepted (state unchanged)."""
+        """How many leading tokens of ``token_ids`` would be accepted (state unchanged).
+
+        ``token_ids`` as for :meth:`consume_tokens`.
+        """
         n = 0
-        for t in token_ids:
-            if not self.try_consume(t):
-                break
-            n += 1
-        self.rollback(n)
+        try:
+            for t in as_int_list(token_ids, "token_ids"):
+                if not self.try_consume(t):
+                    break
+                n += 1
+        finally:
+            self.rollback(n)
         return n
 
     def consume_bytes(self, data: bytes) -> bool:
@@ -273,7 +286,10 @@ class Matcher:
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
-        """Undo the last ``num_tokens`` consumed tokens."""
+        """Undo the last ``num_tokens`` consumed tokens (an integer; ``TypeError``
+        otherwise, a ``bool`` included)."""
+        if type(num_tokens) is not int:
+            num_tokens = as_int(num_tokens, "num_tokens")
         if num_tokens < 0 or num_tokens > len(self._history):
             raise MatcherStateError(
                 f"cannot roll back {num_tokens} tokens: {len(self._history)} consumed"

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TokenizerError
+from .bitmask import as_int, as_int_list
 from .state_cache import StateCacheStore
 
 NORMAL, SPECIAL, EOS, PADDING, EMPTY = 0, 1, 2, 3, 4
@@ -102,6 +103,9 @@ class Vocabulary:
         special_ids: control tokens; never allowed inside grammar text.
         vocab_size: logits width; defaults to ``len(token_bytes)``. Ids at or above
             ``len(token_bytes)`` are padding and never allowed.
+
+    Ids and sizes are integers (``int`` or NumPy integers); anything else, a ``bool``
+    included, raises ``TypeError``.
     """
 
     def __init__(
@@ -114,11 +118,11 @@ class Vocabulary:
         family: str = "custom",
     ) -> None:
         n_tok = len(token_bytes)
-        size = n_tok if vocab_size is None else int(vocab_size)
+        size = n_tok if vocab_size is None else as_int(vocab_size, "vocab_size")
         if size <= 0:
             raise TokenizerError(f"vocabulary size must be positive, got {size}")
-        eos = sorted({int(i) for i in eos_token_ids})
-        special = {int(i) for i in special_ids}
+        eos = sorted(set(as_int_list(eos_token_ids, "eos_token_ids")))
+        special = set(as_int_list(special_ids, "special_ids"))
         if size < n_tok:
             dropped = [i for i in range(size, n_tok) if i not in special and token_bytes[i]]
             if dropped:
@@ -182,9 +186,11 @@ class Vocabulary:
         Args:
             tokenizer: a ``transformers`` tokenizer with a ``tokenizers`` backend.
             vocab_size: the model's logits width (``model.config.vocab_size``) when it
-                differs from the tokenizer; extra ids are padding and never allowed.
-            eos_token_ids: ids that end generation (e.g. ``model.generation_config.eos_token_id``);
-                default: the tokenizer's ``eos_token_id``.
+                differs from the tokenizer; extra ids are padding and never allowed. An
+                integer (``TypeError`` otherwise, e.g. for ``"128300"`` or ``True``).
+            eos_token_ids: an id or ids that end generation (e.g.
+                ``model.generation_config.eos_token_id``); default: the tokenizer's
+                ``eos_token_id``.
             added_tokens: which added tokens not marked special may appear in grammar text:
                 ``"whitespace"`` (default: only those made of whitespace, such as Gemma's
                 newline and tab runs, which the tokenizer always uses for that text),
@@ -196,6 +202,14 @@ class Vocabulary:
         """
         from .tokenizer_bytes import check_roundtrip, extract
 
+        if vocab_size is not None:
+            vocab_size = as_int(vocab_size, "vocab_size")
+        if eos_token_ids is None:
+            eos: list[int] | None = None
+        elif isinstance(eos_token_ids, (int, np.integer)):  # bool too: refused by as_int
+            eos = [as_int(eos_token_ids, "eos_token_ids")]
+        else:
+            eos = as_int_list(eos_token_ids, "eos_token_ids")
         if added_tokens not in ("whitespace", "all", "none"):
             raise ValueError(
                 f"added_tokens must be 'whitespace', 'all' or 'none', not {added_tokens!r}"
@@ -208,12 +222,8 @@ class Vocabulary:
                 added_tokens == "whitespace" and not (text and text.isspace())
             ):
                 special.add(i)
-        if eos_token_ids is None:
-            eos: list[int] = [] if info.eos_token_id is None else [info.eos_token_id]
-        elif isinstance(eos_token_ids, int):
-            eos = [eos_token_ids]
-        else:
-            eos = [int(i) for i in eos_token_ids]
+        if eos is None:
+            eos = [] if info.eos_token_id is None else [info.eos_token_id]
         if check:
             check_roundtrip(tokenizer, info.token_bytes)
         return cls(
@@ -234,9 +244,16 @@ class Vocabulary:
             f"family={self.family!r}, eos={list(self.eos_token_ids)})"
         )
 
+    def _id(self, token_id: Any) -> int:
+        """``token_id`` checked: an integer (``TypeError``) in ``0 .. size-1`` (``ValueError``)."""
+        tid = token_id if type(token_id) is int else as_int(token_id, "token_id")
+        if not 0 <= tid < self.size:
+            raise ValueError(f"token id {tid} is outside the vocabulary (size {self.size})")
+        return tid
+
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of ``token_id`` (special tokens: their text; padding: ``b""``)."""
-        return self._token_bytes[token_id]
+        return self._token_bytes[self._id(token_id)]
 
     def byte_table(self) -> tuple[np.ndarray, np.ndarray]:
         """``(data, offsets)``: token ``i``'s bytes are ``data[offsets[i] : offsets[i+1]]``
@@ -245,11 +262,14 @@ class Vocabulary:
 
     def token_data(self, token_id: int) -> tuple[np.ndarray, int, int]:
         """``(data, start, stop)``: the bytes of ``token_id`` as a slice of one shared array."""
-        return self._data, int(self._offsets[token_id]), int(self._offsets[token_id + 1])
+        tid = token_id if type(token_id) is int else as_int(token_id, "token_id")
+        if not 0 <= tid < self.size:  # inlined: the matcher calls this for every token
+            raise ValueError(f"token id {tid} is outside the vocabulary (size {self.size})")
+        return self._data, int(self._offsets[tid]), int(self._offsets[tid + 1])
 
     def kind(self, token_id: int) -> str:
         """``"normal"``, ``"special"``, ``"eos"``, ``"padding"`` or ``"empty"``."""
-        return _KIND_NAMES[int(self._kinds[token_id])]
+        return _KIND_NAMES[int(self._kinds[self._id(token_id)])]
 
     @property
     def kinds(self) -> np.ndarray:
@@ -264,10 +284,17 @@ class Vocabulary:
         }
 
     def decode(self, token_ids: Iterable[int]) -> bytes:
-        """Concatenated bytes of ``token_ids`` (EOS contributes nothing)."""
-        return b"".join(
-            self._token_bytes[i] for i in token_ids if self._kinds[i] in (NORMAL, SPECIAL)
-        )
+        """Concatenated bytes of ``token_ids`` (EOS contributes nothing).
+
+        ``token_ids``: integer ids in ``0 .. size-1`` (a list, or a 1-D NumPy or torch
+        integer array); ``TypeError`` / ``ValueError`` otherwise.
+        """
+        ids = as_int_list(token_ids, "token_ids")
+        for i in ids:
+            if not 0 <= i < self.size:
+                raise ValueError(f"token id {i} is outside the vocabulary (size {self.size})")
+        kinds = self._kinds
+        return b"".join(self._token_bytes[i] for i in ids if kinds[i] in (NORMAL, SPECIAL))
 
     @property
     def trie(self) -> TokenTrie:

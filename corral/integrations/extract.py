@@ -2,7 +2,8 @@
 
 Documents are batched through ``model.generate`` with a
 :class:`~corral.integrations.transformers.GrammarLogitsProcessor` (greedy by default,
-left padding), each row under the same compiled schema. Every output is checked twice:
+left padding), each row under the same compiled schema; the processor is given the model
+and its tokenizer, so scores of another width are refused. Every output is checked twice:
 the matcher must accept it (so a row cut off by ``max_new_tokens`` is an error, never a
 record) and it must parse and validate against the schema.
 """
@@ -91,6 +92,9 @@ def extract_iter(
     **schema_options: Any,
 ) -> Iterator[Extraction]:
     """Yield an :class:`Extraction` per document, in order, batch by batch."""
+    from ..automata.bitmask import as_int
+
+    batch_size = as_int(batch_size, "batch_size")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     ex = Extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
@@ -121,8 +125,13 @@ class Extractor:
         max_new_tokens: int = 512,
         **schema_options: Any,
     ) -> None:
+        from ..automata.bitmask import as_int
+
         if "{document}" not in prompt:
             raise ValueError("prompt must contain the placeholder {document}")
+        max_new_tokens = as_int(max_new_tokens, "max_new_tokens")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         self.lm, self.tok = resolve_model(model, tokenizer)
         self.vocab = vocabulary_for(self.lm, self.tok)
         self.compiled, self.parse = compile_constraint(self.vocab, schema=schema, **schema_options)
@@ -165,7 +174,7 @@ def _run_batch(
     input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
     attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
     device = next(lm.parameters()).device
-    proc = GrammarLogitsProcessor(compiled)
+    proc = GrammarLogitsProcessor(compiled, tokenizer=tok, model=lm)
     from transformers import LogitsProcessorList
 
     with torch.no_grad():

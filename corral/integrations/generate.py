@@ -2,9 +2,10 @@
 
 The loop, per step:
 
-1. **fast-forward**: if the grammar leaves a single way to continue for some bytes, those
-   bytes are cut into tokens (with the model's own tokenizer) and appended without
-   sampling; the model reads them in its next forward pass together;
+1. **fast-forward** (``sampler="mask"`` only, see :func:`resolve_fast_forward`): if the
+   grammar leaves a single way to continue for some bytes, those bytes are cut into
+   tokens (with the model's own tokenizer) and appended without sampling; the model reads
+   them in its next forward pass together;
 2. if the output is complete and nothing but EOS may follow, stop (no forward pass);
 3. otherwise one forward pass (KV cache), then mask → temperature → top-k → top-p →
    sample (:mod:`corral.sampler.masking`); EOS stops.
@@ -26,12 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorralError, IncompleteGenerationError, ValidationFailedError
+from ..errors import CorralError, IncompleteGenerationError, TokenizerError, ValidationFailedError
 
 SAMPLERS = ("mask", "awrs", "smc", "asap")
+# samplers whose output follows a stated distribution: fast-forward would change it
+EXACT_SAMPLERS = ("awrs", "smc", "asap")
 _ASAP: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _VOCABS: OrderedDict[tuple[int, int, tuple[int, ...]], Any] = OrderedDict()
 _MODELS: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+_MATCHED: OrderedDict[tuple[int, int, str], Any] = OrderedDict()  # tokenizer checks passed
 
 
 @dataclass
@@ -104,11 +108,57 @@ def resolve_model(model: Any, tokenizer: Any = None) -> tuple[Any, Any]:
 
 
 def model_vocab_size(model: Any) -> int:
-    """The width of the model's logits."""
+    """The width of the model's logits: the rows of its output embedding, else
+    ``model.config.vocab_size``."""
     out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if out is not None and getattr(out, "weight", None) is not None:
         return int(out.weight.shape[0])
-    return int(model.config.vocab_size)
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if size is None:
+        raise TypeError(
+            f"cannot tell the width of the logits of {type(model).__name__}: it has no output "
+            "embedding and no config.vocab_size"
+        )
+    from ..automata.bitmask import as_int
+
+    return as_int(size, "model.config.vocab_size")
+
+
+def _declared_eos(model: Any) -> list[int]:
+    """The EOS ids the model itself declares (generation config and config)."""
+    ids: list[int] = []
+    for owner in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        source = getattr(owner, "eos_token_id", None)
+        if isinstance(source, int):
+            ids.append(source)
+        elif source:
+            ids.extend(int(i) for i in source)
+    return sorted(set(ids))
+
+
+def check_model_fits(model: Any, vocab: Any) -> int:
+    """Check that ``model`` can be the model of ``vocab``'s tokenizer; return its logits
+    width.
+
+    Raises :class:`~corral.errors.TokenizerError` when the logits are narrower than the
+    vocabulary (``vocab.size``), or when an EOS id the model declares is not a token of
+    the tokenizer (``>= vocab.tokenizer_size``): the tokenizer then belongs to another
+    model, even though padded output layers make wider logits normal.
+    """
+    width = model_vocab_size(model)
+    if width < vocab.size:
+        raise TokenizerError(
+            f"the model's logits are {width} wide, fewer than the {vocab.size} ids of the "
+            "vocabulary the grammar was compiled for: the grammar was compiled for another "
+            "model's tokenizer"
+        )
+    outside = [e for e in _declared_eos(model) if not 0 <= e < vocab.tokenizer_size]
+    if outside:
+        raise TokenizerError(
+            f"the model declares EOS id(s) {outside}, which are not tokens of the tokenizer "
+            f"({vocab.tokenizer_size} tokens): the tokenizer is not this model's"
+        )
+    return width
 
 
 def eos_ids_of(model: Any, tokenizer: Any) -> list[int]:
@@ -124,19 +174,98 @@ def eos_ids_of(model: Any, tokenizer: Any) -> list[int]:
 
 
 def vocabulary_for(model: Any, tokenizer: Any) -> Any:
-    """The :class:`~corral.Vocabulary` of ``tokenizer`` sized for ``model``'s logits (cached)."""
+    """The :class:`~corral.Vocabulary` of ``tokenizer`` sized for ``model``'s logits (cached).
+
+    Raises :class:`~corral.errors.TokenizerError` when the tokenizer cannot be the model's
+    (see :func:`check_model_fits`; normal tokens beyond the logits are refused too).
+    """
     from ..automata import Vocabulary
 
     eos = tuple(eos_ids_of(model, tokenizer))
     key = (id(tokenizer), model_vocab_size(model), eos)
     hit = _VOCABS.get(key)
-    if hit is not None and hit[0] is tokenizer:
-        return hit[1]
-    vocab = Vocabulary.from_hf(tokenizer, vocab_size=key[1], eos_token_ids=list(eos) or None)
-    _VOCABS[key] = (tokenizer, vocab)
-    while len(_VOCABS) > 4:
-        _VOCABS.popitem(last=False)
+    if hit is None or hit[0] is not tokenizer:
+        vocab = Vocabulary.from_hf(tokenizer, vocab_size=key[1], eos_token_ids=list(eos) or None)
+        _VOCABS[key] = (tokenizer, vocab)
+        while len(_VOCABS) > 4:
+            _VOCABS.popitem(last=False)
+    else:
+        vocab = hit[1]
+    check_model_fits(model, vocab)
     return vocab
+
+
+def check_tokenizer(tokenizer: Any, vocab: Any) -> None:
+    """Check that ``vocab`` is ``tokenizer``'s vocabulary: the :class:`~corral.Vocabulary`
+    built from ``tokenizer`` (with ``vocab``'s size and EOS ids, under any
+    ``added_tokens`` policy) has ``vocab``'s hash. Passing checks are remembered.
+
+    Raises :class:`~corral.errors.TokenizerError` naming the first token that differs.
+    """
+    from ..automata import Vocabulary
+
+    key = (id(tokenizer), len(tokenizer) if hasattr(tokenizer, "__len__") else -1, vocab.hash)
+    if _MATCHED.get(key) is tokenizer:
+        return
+    if any(t is tokenizer and v.hash == vocab.hash for t, v in _VOCABS.values()):
+        _remember_match(key, tokenizer)
+        return
+    first = None
+    for policy in ("whitespace", "all", "none"):
+        try:
+            mine = Vocabulary.from_hf(
+                tokenizer,
+                vocab_size=vocab.size,
+                eos_token_ids=list(vocab.eos_token_ids),
+                added_tokens=policy,
+                check=False,
+            )
+        except TokenizerError as e:
+            raise TokenizerError(
+                f"the tokenizer is not the one the grammar was compiled for: {e}"
+            ) from None
+        if mine.hash == vocab.hash:
+            _remember_match(key, tokenizer)
+            return
+        first = first or mine
+        if not _same_bytes(mine, vocab):  # the policies only tell added tokens' kinds
+            break
+    assert first is not None
+    raise TokenizerError(
+        "the tokenizer is not the one the grammar was compiled for: " + _difference(first, vocab)
+    )
+
+
+def _remember_match(key: tuple[int, int, str], tokenizer: Any) -> None:
+    _MATCHED[key] = tokenizer
+    while len(_MATCHED) > 8:
+        _MATCHED.popitem(last=False)
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    import numpy as np
+
+    (da, oa), (db, ob) = a.byte_table(), b.byte_table()
+    return bool(np.array_equal(oa, ob) and np.array_equal(da, db))
+
+
+def _difference(mine: Any, theirs: Any) -> str:
+    """The first difference between the tokenizer's vocabulary and the grammar's."""
+    if mine.tokenizer_size != theirs.tokenizer_size:
+        return (
+            f"it has {mine.tokenizer_size} tokens, the grammar's vocabulary {theirs.tokenizer_size}"
+        )
+    for i in range(mine.size):
+        a, b = mine.token_bytes(i), theirs.token_bytes(i)
+        if a != b:
+            return f"token {i} is {a!r} in this tokenizer but {b!r} in the grammar's vocabulary"
+    for i in range(mine.size):
+        if mine.kind(i) != theirs.kind(i):
+            return (
+                f"token {i} ({mine.token_bytes(i)!r}) is {mine.kind(i)} here but "
+                f"{theirs.kind(i)} in the grammar's vocabulary"
+            )
+    return "their vocabularies differ"  # pragma: no cover - equal bytes and kinds hash equal
 
 
 # ---------------------------------------------------------------------------------------
@@ -229,7 +358,9 @@ def _pydantic_parser(model_cls: Any) -> Callable[[str], Any]:
 def prompt_ids(tokenizer: Any, prompt: str | Sequence[int], *, chat: bool = False) -> list[int]:
     """Token ids of ``prompt`` (text, or ids as given); ``chat`` applies the chat template."""
     if not isinstance(prompt, str):
-        ids = [int(i) for i in prompt]
+        from ..automata.bitmask import as_int_list
+
+        ids = as_int_list(prompt, "prompt")
         if not ids:
             raise ValueError("the prompt is empty")
         return ids
@@ -247,6 +378,30 @@ def prompt_ids(tokenizer: Any, prompt: str | Sequence[int], *, chat: bool = Fals
     return ids
 
 
+def resolve_fast_forward(fast_forward: bool | None, sampler: str) -> bool:
+    """Whether to fast-forward with ``sampler``: ``None`` means on for ``"mask"`` and off
+    for the samplers that promise a distribution (``"awrs"``, ``"smc"``, ``"asap"``).
+
+    Fast-forwarded tokens are the tokenizer's cut of the forced bytes, appended with
+    probability 1 whatever the model thinks of them: another token sequence (and, since
+    the model then reads other tokens, in general another text) than sampling each token.
+    So ``True`` with those samplers raises ``ValueError`` rather than silently breaking the
+    distribution they promise.
+    """
+    if fast_forward is None:
+        return sampler == "mask"
+    if not isinstance(fast_forward, bool):
+        raise TypeError(f"fast_forward must be True, False or None, not {fast_forward!r}")
+    if fast_forward and sampler in EXACT_SAMPLERS:
+        raise ValueError(
+            f"fast_forward=True is not available with sampler={sampler!r}: forced tokens are "
+            "appended without sampling (the tokenizer's cut, with probability 1), which "
+            f"changes the distribution sampler={sampler!r} promises; leave fast_forward unset "
+            "(off for this sampler) or use sampler='mask'"
+        )
+    return fast_forward
+
+
 def decode_steps(
     model: Any,
     ids: list[int],
@@ -259,7 +414,7 @@ def decode_steps(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
-    fast_forward: bool = True,
+    fast_forward: bool | None = None,
     sampler: str = "mask",
     stats: GenerationStats | None = None,
 ) -> Iterator[list[int]]:
@@ -269,18 +424,23 @@ def decode_steps(
     EOS (not yielded), when the grammar allows nothing but EOS, or after
     ``max_new_tokens``. ``sampler="awrs"`` draws each token by adaptive rejection
     (:mod:`corral.sampler.awrs`): the same distribution as masking, without computing the
-    mask (``stats.checks`` counts the tokens checked).
+    mask (``stats.checks`` counts the tokens checked). ``fast_forward``: see
+    :func:`resolve_fast_forward` (default: on for ``"mask"``, off for ``"awrs"``).
     """
     import torch
 
     from ..automata import allocate_bitmask
+    from ..automata.bitmask import as_int
     from ..sampler.awrs import awrs_step, greedy_step, matcher_check
     from ..sampler.masking import masked_logits, sample
 
+    if sampler not in ("mask", "awrs"):
+        raise ValueError(f"decode_steps samples with 'mask' or 'awrs', not {sampler!r}")
+    fast_forward = resolve_fast_forward(fast_forward, sampler)
     awrs = sampler == "awrs" and matcher is not None
     if awrs and (top_k is not None or top_p is not None):
         raise ValueError("top_k/top_p are not available with sampler='awrs'")
-
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     st = stats if stats is not None else GenerationStats()
@@ -417,7 +577,7 @@ def stream(
     seed: int | None = None,
     sampler: str = "mask",
     chat: bool = False,
-    fast_forward: bool = True,
+    fast_forward: bool | None = None,
     n_particles: int = 16,
     asap_path: str | os.PathLike[str] | None = None,
     **schema_options: Any,
@@ -453,7 +613,7 @@ def generate(
     seed: int | None = None,
     sampler: str = "mask",
     chat: bool = False,
-    fast_forward: bool = True,
+    fast_forward: bool | None = None,
     details: bool = False,
     n_particles: int = 16,
     asap_path: str | os.PathLike[str] | None = None,
@@ -469,7 +629,10 @@ def generate(
         grammar: Lark grammar text, a :class:`~corral.Grammar`, or a compiled grammar.
         regex: a regular expression (Python syntax) the whole output must match.
         tokenizer: the model's tokenizer (taken from the folder when ``model`` is a path).
-        max_new_tokens: budget of generated tokens (forced ones included).
+        max_new_tokens: budget of generated tokens (forced ones included). An output the
+            grammar accepts when the budget runs out is complete; for ``"smc"`` see
+            docs/sampling.md (complete particles end at the budget, weighted by the
+            model's probability of ending there).
         temperature: ``0`` (default) is greedy; otherwise sampling, with ``top_k`` and
             ``top_p`` applied after the mask (see :mod:`corral.sampler.masking`).
         seed: seed of the sampler's random generator (reproducible sampling).
@@ -487,7 +650,11 @@ def generate(
         n_particles: particles for ``sampler="smc"``.
         asap_path: a file keeping the ASAp trie between processes.
         chat: wrap the prompt in the tokenizer's chat template (instruction models).
-        fast_forward: append tokens the grammar forces without sampling them.
+        fast_forward: append tokens the grammar forces without sampling them (cut by the
+            tokenizer). ``None`` (default): on for ``sampler="mask"``, off for the samplers
+            that promise a distribution; ``True`` with those raises ``ValueError``. With
+            ``"mask"`` it changes the sampled token sequences (see docs/generation.md);
+            ``False`` gives plain per-token masked sampling.
         details: return a :class:`Generation` (value, text, tokens, statistics) instead of
             the value alone.
         schema_options: JSON Schema options (``whitespace``, ``property_order``, ...).
@@ -534,13 +701,20 @@ class _Session:
         seed: int | None,
         sampler: str,
         chat: bool,
-        fast_forward: bool,
+        fast_forward: bool | None,
         n_particles: int = 16,
         asap_path: str | os.PathLike[str] | None = None,
         **schema_options: Any,
     ) -> None:
+        from ..automata.bitmask import as_int
+
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, not {sampler!r}")
+        fast_forward = resolve_fast_forward(fast_forward, sampler)
+        max_new_tokens = as_int(max_new_tokens, "max_new_tokens")
+        n_particles = as_int(n_particles, "n_particles")
+        if top_k is not None:
+            top_k = as_int(top_k, "top_k")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:

@@ -6,13 +6,20 @@
     from corral.integrations.transformers import GrammarLogitsProcessor
 
     vocab = corral.Vocabulary.from_hf(tokenizer, vocab_size=model.config.vocab_size)
-    proc = GrammarLogitsProcessor(corral.compile(schema, vocab))
+    proc = GrammarLogitsProcessor(corral.compile(schema, vocab), tokenizer=tokenizer, model=model)
     out = model.generate(**inputs, logits_processor=LogitsProcessorList([proc]))
 
 Contract (``transformers.LogitsProcessor``): ``proc(input_ids, scores) -> scores`` with
 ``input_ids: int64 [rows, length]`` and ``scores: float [rows, V]``. The returned tensor
 is new (``scores`` is not modified); disallowed tokens are ``-inf``. ``V`` may exceed the
 vocabulary (a padded output layer): extra ids are never allowed.
+
+Which model. Because wider scores are accepted, a model of another tokenizer would not be
+noticed from the scores alone. Pass ``tokenizer=`` and ``model=`` where they are at hand:
+the tokenizer must be the one the grammar was compiled for (same vocabulary hash), the
+model's logits at least as wide as the vocabulary, its EOS ids tokens of it, and the
+scores of every call as wide as the model's logits; anything else raises
+:class:`~corral.errors.TokenizerError`.
 
 How rows are followed. The first call fixes the prompt length (with left padding, every
 row's prompt ends at the same column). At each call, row ``r``'s generated tokens are
@@ -45,6 +52,7 @@ from transformers import LogitsProcessor
 from ..automata import CompiledGrammar, Matcher, allocate_bitmask
 from ..errors import MatcherStateError, TokenizerError, TokenRejectedError
 from ..sampler.masking import masked_logits
+from .generate import check_model_fits, check_tokenizer
 
 _KEEP_BACK = 64  # prefixes this many tokens shorter than the shortest row are dropped
 
@@ -55,18 +63,46 @@ class GrammarLogitsProcessor(LogitsProcessor):
     Args:
         grammars: a :class:`~corral.CompiledGrammar` for every row, or a sequence with one
             per batch entry (all compiled for the same vocabulary).
+        tokenizer: the model's tokenizer; when given, it must be the one the grammars were
+            compiled for (:func:`~corral.integrations.generate.check_tokenizer`: the
+            vocabulary built from it has the grammars' vocabulary hash). Checked once per
+            tokenizer and vocabulary (the first check builds the tokenizer's vocabulary).
+        model: the model whose scores this processor will see, or several (a model and
+            its assistant in assisted decoding, whose output layers may be padded
+            differently). When given, each model's logits width (output embedding rows,
+            else ``config.vocab_size``) must be at least the vocabulary size and its EOS
+            ids tokens of the vocabulary, and the scores of every call must be as wide as
+            one of the models' logits.
+
+    Raises:
+        TokenizerError: the tokenizer or a model does not fit the grammars' vocabulary.
     """
 
-    def __init__(self, grammars: CompiledGrammar | Sequence[CompiledGrammar]) -> None:
+    def __init__(
+        self,
+        grammars: CompiledGrammar | Sequence[CompiledGrammar],
+        *,
+        tokenizer: Any = None,
+        model: Any = None,
+    ) -> None:
         items = [grammars] if isinstance(grammars, CompiledGrammar) else list(grammars)
         if not items or not all(isinstance(g, CompiledGrammar) for g in items):
             raise TypeError("grammars must be a CompiledGrammar or a non-empty list of them")
-        sizes = {g.vocab_size for g in items}
-        if len(sizes) != 1:
-            raise ValueError(f"the grammars were compiled for different vocabularies: {sizes}")
+        if len({g.vocab.hash for g in items}) != 1:
+            sizes = sorted({g.vocab_size for g in items})
+            raise ValueError(
+                f"the grammars were compiled for different vocabularies (sizes {sizes})"
+            )
         self.grammars = items
         self.vocab_size = items[0].vocab_size
         self._eos = np.array(items[0].eos_ids, np.int64)
+        vocab = items[0].vocab
+        if tokenizer is not None:
+            check_tokenizer(tokenizer, vocab)
+        models = (
+            [] if model is None else list(model) if isinstance(model, (list, tuple)) else [model]
+        )
+        self._widths = {check_model_fits(m, vocab) for m in models}
         self.reset()
 
     def reset(self) -> None:
@@ -115,6 +151,12 @@ class GrammarLogitsProcessor(LogitsProcessor):
             raise TokenizerError(
                 f"the scores have {scores.shape[1]} columns but the grammar was compiled for a "
                 f"vocabulary of {self.vocab_size} tokens"
+            )
+        if self._widths and scores.shape[1] not in self._widths:
+            raise TokenizerError(
+                f"the scores have {scores.shape[1]} columns but the logits of the model(s) this "
+                f"processor was made for are {sorted(self._widths)} wide: these scores come "
+                "from another model"
             )
         if self.prompt_length is None:
             self.prompt_length = length
@@ -169,7 +211,8 @@ class AWRSLogitsProcessor(GrammarLogitsProcessor):
     distribution as masking and sampling at that temperature); ``temperature=0`` takes the
     best allowed token (greedy). Pass the temperature here and leave transformers'
     ``temperature``/``top_k``/``top_p`` unset; beam search is not meaningful with it (one
-    finite score per row). ``checks`` counts the constraint checks so far.
+    finite score per row). ``checks`` counts the constraint checks so far. ``tokenizer``
+    and ``model`` are checked as by :class:`GrammarLogitsProcessor`.
     """
 
     def __init__(
@@ -178,10 +221,12 @@ class AWRSLogitsProcessor(GrammarLogitsProcessor):
         *,
         temperature: float = 1.0,
         seed: int | None = None,
+        tokenizer: Any = None,
+        model: Any = None,
     ) -> None:
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
-        super().__init__(grammars)
+        super().__init__(grammars, tokenizer=tokenizer, model=model)
         self.temperature = temperature
         self._gen = torch.Generator()
         if seed is not None:
@@ -216,8 +261,14 @@ class AWRSLogitsProcessor(GrammarLogitsProcessor):
         return out  # type: ignore[return-value]
 
 
-def logits_processor(grammars: CompiledGrammar | Sequence[CompiledGrammar]) -> Any:
-    """A ``LogitsProcessorList`` holding one :class:`GrammarLogitsProcessor`."""
+def logits_processor(
+    grammars: CompiledGrammar | Sequence[CompiledGrammar],
+    *,
+    tokenizer: Any = None,
+    model: Any = None,
+) -> Any:
+    """A ``LogitsProcessorList`` holding one :class:`GrammarLogitsProcessor` (``tokenizer``
+    and ``model`` as there)."""
     from transformers import LogitsProcessorList
 
-    return LogitsProcessorList([GrammarLogitsProcessor(grammars)])
+    return LogitsProcessorList([GrammarLogitsProcessor(grammars, tokenizer=tokenizer, model=model)])

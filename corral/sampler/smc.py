@@ -11,6 +11,15 @@ The model's forward pass is batched over the alive particles.
 
 Returns the weighted set of complete outputs and ``log Ẑ``, an unbiased estimate (in
 expectation of ``Ẑ``) of ``P(s ∈ L(G))`` for the unconstrained model.
+
+The token budget. After ``max_tokens`` tokens a particle cannot draw another token: one
+whose output is complete ends there (its EOS step is taken without drawing: the weight
+is multiplied by ``P(EOS | s)``, the model's probability of ending there, summed over
+the EOS ids, one batched model call), the others get weight 0. So the target is ``P(s |
+s ∈ L(G), |s| ≤ max_tokens)``: the model's distribution conditioned on the constraint and
+on fitting the budget (outputs of exactly ``max_tokens`` tokens included), and ``Ẑ``
+estimates ``P(s ∈ L(G), |s| ≤ max_tokens)``. With a budget no output reaches, this is
+``P_G``.
 """
 
 from __future__ import annotations
@@ -86,12 +95,20 @@ def smc(
         next_logits: ``next_logits(prefixes) -> float [N, V]`` (batched model call).
         compiled: the :class:`~corral.CompiledGrammar`.
         n_particles: ``N``.
-        max_tokens: particles still running after this many tokens are dropped (weight 0).
+        max_tokens: the token budget (EOS not counted): after this many tokens a complete
+            particle ends, weighted by the model's probability of EOS there, and an
+            incomplete one is dropped (weight 0); see the module docs.
         ess_threshold: resample when ESS < ``ess_threshold · N`` (``0``: never).
         temperature: applied to the logits first.
     """
+    from ..automata.bitmask import as_int
+
+    n_particles = as_int(n_particles, "n_particles")
+    max_tokens = as_int(max_tokens, "max_tokens")
     if n_particles < 1:
         raise ValueError("n_particles must be >= 1")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     if temperature <= 0:
         raise ValueError("temperature must be > 0")
     eos = set(compiled.eos_ids.tolist())
@@ -101,9 +118,7 @@ def smc(
     steps = 0
     while any(not p.done and p.log_weight > float("-inf") for p in particles):
         if steps >= max_tokens:
-            for p in particles:
-                if not p.done:
-                    p.log_weight = float("-inf")
+            _end_at_budget(particles, next_logits, temperature, sorted(eos))
             break
         alive = [p for p in particles if not p.done and p.log_weight > float("-inf")]
         logits = next_logits([p.tokens for p in alive])
@@ -128,6 +143,26 @@ def smc(
             log_z_acc += mean
     final = _logmeanexp([p.log_weight for p in particles])
     return SMCResult(particles, log_z_acc + final, checks, steps)
+
+
+def _end_at_budget(
+    particles: list[Particle], next_logits: Any, temperature: float, eos: list[int]
+) -> None:
+    """End every running particle: a complete one takes its EOS step without drawing it
+    (weight times ``P(EOS | s)`` at ``temperature``, summed over the EOS ids), the others
+    get weight 0."""
+    running = [p for p in particles if not p.done and p.log_weight > float("-inf")]
+    for p in running:
+        if not (eos and p.matcher.is_accepting()):
+            p.log_weight = float("-inf")
+    complete = [p for p in running if p.log_weight > float("-inf")]
+    if not complete:
+        return
+    logits = next_logits([p.tokens for p in complete])
+    for p, row in zip(complete, logits, strict=True):
+        lp = torch.log_softmax(row.double() / temperature, dim=0)
+        p.log_weight += float(torch.logsumexp(lp[eos], dim=0))
+        p.done = True
 
 
 def _ess(log_weights: list[float]) -> float:
