@@ -2,27 +2,31 @@
 
 A diffusion model (or an infilling task) writes a fixed number of token *slots* in any
 order. A partial output is the slot list with some tokens known and the rest unknown
-(``MASK``). :class:`CompletionChecker` answers whether the unknown slots can still be
-filled so that the whole output is a word of the grammar: ``L(G) ∩ C ≠ ∅`` for the
-regular language ``C`` of fillings. It is what keeps constrained any-order decoding free
-of dead ends: a token is placed only where the answer stays yes.
+(``MASK``), or optional (``MASK_OPT``: one token or nothing, so that ``k`` of them in a
+row stand for a gap of between 0 and ``k`` tokens, e.g. a hole of a template).
+:class:`CompletionChecker` answers whether the unknown slots can still be filled so that
+the whole output is a word of the grammar: ``L(G) ∩ C ≠ ∅`` for the regular language
+``C`` of fillings. It is what keeps constrained any-order decoding free of dead ends: a
+token is placed only where the answer stays yes.
 
 **What a filling may be.** Slots are read left to right; the output ends at its first EOS
 token (every later slot must be EOS or unknown, and becomes EOS) or at the last slot.
 An unknown slot before the last known non-EOS token must hold a token; the unknown slots
 after it may hold tokens or EOS (the output may end early), or only tokens if the
-vocabulary has no EOS. The check lets an unknown
-slot hold any *single-byte* token of the vocabulary (every byte a token spells alone,
-which for byte-level vocabularies is all 256). That makes ``C`` a sequence of byte
-positions and the check an exact Earley parse over it (``kernels/lattice.py``).
+vocabulary has no EOS. An optional slot may always hold nothing. The check lets an
+unknown slot hold any *single-byte* token of the vocabulary (every byte a token spells
+alone, which for byte-level vocabularies is all 256). That makes ``C`` a sequence of byte
+positions, each a byte, a gap byte or an optional gap byte, and the check an exact Earley
+parse over it (``kernels/lattice.py``; an optional position's set is the union of the
+set before it and the gap byte's set).
 
 It is **sound**: a yes comes with a filling the decoder can always realise (one
 single-byte token per slot), so a decoder that only places tokens the check accepts never
 dead-ends. It is **not complete** for multi-byte fillings: a gap of ``k`` slots is
-assumed to hold ``k`` bytes, so a yes that would need longer tokens in the gap (a long
-required key in a two-slot gap) is a no. Tokens already placed may be as long as they
-like. Where the vocabulary lacks single-byte tokens (WordPiece vocabularies), gaps can
-hold only the bytes it has.
+assumed to hold ``k`` bytes (``k`` optional slots: at most ``k`` bytes), so a yes that
+would need longer tokens in the gap (a long required key in a two-slot gap) is a no.
+Tokens already placed may be as long as they like. Where the vocabulary lacks
+single-byte tokens (WordPiece vocabularies), gaps can hold only the bytes it has.
 
 Incremental: the known prefix (slots before the first unknown one) is kept parsed
 between calls, so a call parses only from the first unknown slot on, and stops early
@@ -44,7 +48,8 @@ if TYPE_CHECKING:
     from .compiled import CompiledGrammar
     from .token_dfa import TokenDFA
 
-MASK = -1  # an unknown slot
+MASK = -1  # an unknown slot: one token
+MASK_OPT = -2  # an optional unknown slot: one token or nothing
 
 
 class CompletionChecker:
@@ -83,6 +88,7 @@ class CompletionChecker:
         for byte in sorted(self.byte_token):
             rep.setdefault(int(byte_class[byte]), byte)
         self.class_bytes = np.array(sorted(rep.values()), np.int64)
+        self._byte_class = np.asarray(byte_class, np.int64)
         self._classes = np.array(sorted(rep), np.int64)
         self._comp = np.zeros(max(1, len(rep)), np.int64)
         self._can_end = bool(vocab.eos_token_ids)
@@ -93,26 +99,34 @@ class CompletionChecker:
 
     # -- the check ------------------------------------------------------------------------
     def check(self, slots: Sequence[int]) -> bool:
-        """Whether the unknown slots (``MASK``) of ``slots`` can be filled into a word of
-        the grammar (see the module docs for what a filling may be)."""
+        """Whether the unknown slots (``MASK``, ``MASK_OPT``) of ``slots`` can be filled
+        into a word of the grammar (see the module docs for what a filling may be)."""
         self.checks += 1
         slots = [int(t) for t in slots]
         kinds = self.compiled.vocab.kinds
         size = self.compiled.vocab_size
         end = len(slots)
-        for i, t in enumerate(slots):
-            if t != MASK and not 0 <= t < size:
-                raise ValueError(f"slot {i} holds token id {t}, outside the vocabulary")
-            if t != MASK and kinds[t] == EOS:
+        for i, t in enumerate(slots):  # one pass: the slots' validity and the first EOS
+            if t < 0:
+                if t < MASK_OPT:
+                    raise _bad_slot(i, t)
+            elif t >= size:
+                raise _bad_slot(i, t)
+            elif kinds[t] == EOS:
                 end = i
                 break
-        if any(t != MASK and kinds[t] != EOS for t in slots[end:]):
-            return False  # text after the end
-        known = [i for i in range(end) if slots[i] != MASK]
-        last = known[-1] if known else -1
-        if not self._can_end:
-            last = end - 1  # no EOS: every slot holds a token
-        first_gap = next((i for i in range(end) if slots[i] == MASK), end)
+        if end < len(slots):
+            after = _read_slots(slots[end:], size, first=end)
+            if any(t >= 0 and kinds[t] != EOS for t in after):
+                return False  # text after the end
+        # the slots after ``last`` may hold nothing: with EOS, all of them (the output
+        # may end early); without, they are optional slots (a MASK slot holds a token)
+        if self._can_end:
+            required = [i for i in range(end) if slots[i] >= 0]
+        else:
+            required = [i for i in range(end) if slots[i] != MASK_OPT]
+        last = required[-1] if required else -1
+        first_gap = next((i for i in range(end) if slots[i] < 0), end)
         if not self._advance_prefix(slots[:first_gap]):
             return False
         ops = self._ops(slots[first_gap : last + 1])
@@ -125,23 +139,20 @@ class CompletionChecker:
         """The tokens that can be read at slot ``pos`` after ``slots[:pos]``: ``bool [V]``.
 
         The slots before ``pos`` are read as in :meth:`check` (an unknown slot is one
-        single-byte token); what comes after ``pos`` is ignored. So a token outside the
-        result fails :meth:`check` wherever it is placed at ``pos``, whatever the other
-        slots hold: a filter that decoders apply before checking, at the cost of one
-        mask. EOS ids are always included (the output may end before ``pos``, which the
-        check decides).
+        single-byte token, an optional one is that or nothing); what comes after ``pos``
+        is ignored. So a token outside the result fails :meth:`check` wherever it is
+        placed at ``pos``, whatever the other slots hold: a filter that decoders apply
+        before checking, at the cost of one mask. EOS ids are always included (the output
+        may end before ``pos``, which the check decides).
         """
         from .kernels.lattice import scan_ops
 
         c = self.compiled
         vocab = c.vocab
         out = np.zeros(c.words, np.uint32)
-        prefix = [int(t) for t in slots[:pos]]
-        for i, t in enumerate(prefix):
-            if t != MASK and not 0 <= t < c.vocab_size:
-                raise ValueError(f"slot {i} holds token id {t}, outside the vocabulary")
-        ended = any(t != MASK and vocab.kinds[t] == EOS for t in prefix)
-        first_gap = next((i for i, t in enumerate(prefix) if t == MASK), pos)
+        prefix = _read_slots(slots[:pos], c.vocab_size)
+        ended = any(t >= 0 and vocab.kinds[t] == EOS for t in prefix)
+        first_gap = next((i for i, t in enumerate(prefix) if t < 0), pos)
         if not ended and self._advance_prefix(prefix[:first_gap]):
             ops = self._ops(prefix[first_gap:])
             m = self._matcher
@@ -161,16 +172,18 @@ class CompletionChecker:
     def _ops(self, slots: Sequence[int]) -> list[int] | None:
         """The lattice ops of known tokens and unknown slots (``None``: a token that
         cannot be read inside an output)."""
-        from .kernels.lattice import OP_GAP, OP_SPECIAL  # numba: loaded on first use
+        from .kernels.lattice import OP_GAP, OP_OPT, OP_SPECIAL  # numba: loaded on first use
 
         c = self.compiled
         kinds = c.vocab.kinds
         ops: list[int] = []
         for t in slots:
-            if t == MASK:
-                ops.append(OP_GAP)
-            elif kinds[t] == NORMAL:
+            if t >= 0 and kinds[t] == NORMAL:
                 ops.extend(c.vocab.token_bytes(t))
+            elif t == MASK:
+                ops.append(OP_GAP)
+            elif t == MASK_OPT:
+                ops.append(OP_OPT)
             elif kinds[t] == SPECIAL and t in c._special_term_of_token:
                 ops.append(OP_SPECIAL + c.special_start_state(t))
             else:
@@ -211,33 +224,61 @@ class CompletionChecker:
         eos = list(self.compiled.vocab.eos_token_ids)
         return np.array(eos + [self.byte_token[int(b)] for b in self.class_bytes], np.int64)
 
+    def fallback(self, slots: Sequence[int], pos: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(tokens, groups)``, ``int64 [n]`` each: the tokens to choose from at ``pos``
+        when nothing else passes (EOS, then every single-byte token) and a group for each:
+        tokens of one group pass or fail a check alike wherever they stand (single-byte
+        tokens whose bytes are in one byte class of the grammar; each EOS id is a group
+        of its own, numbered below 0). While ``slots`` is completable and ``pos`` is its
+        first unknown slot, one of them passes (as with :meth:`candidates`, which holds
+        one token per group)."""
+        vocab = self.compiled.vocab
+        eos = np.array(vocab.eos_token_ids, np.int64)
+        data, offsets = vocab.byte_table()
+        single = np.flatnonzero((np.diff(offsets) == 1) & (vocab.kinds == NORMAL))
+        tokens = np.concatenate([eos, single.astype(np.int64)])
+        groups = np.concatenate(
+            [-1 - np.arange(len(eos), dtype=np.int64), self._byte_class[data[offsets[single]]]]
+        )
+        return tokens, groups
+
     def fill(
         self, slots: Sequence[int], preferred: Sequence[Sequence[int]] | None = None
     ) -> list[int]:
         """A completion of ``slots``: every unknown slot filled, left to right, with the
         first candidate that keeps the output completable: the slot's ``preferred`` tokens
         in order (e.g. the model's best), then EOS when the output may end there, then a
-        single-byte token of each byte class.
+        single-byte token of each byte class. An optional slot (``MASK_OPT``) is left out
+        (the result is shorter by one) when none of its preferred tokens passes and the
+        output stays completable without it.
 
         Raises:
             ValueError: ``slots`` cannot be completed.
         """
-        out = [int(t) for t in slots]
+        out = _read_slots(slots, self.compiled.vocab_size)
         if not self.check(out):
             raise ValueError("the partial output cannot be completed")
         eos = self.compiled.vocab.eos_token_ids
         fallback = ([eos[0]] if eos else []) + [self.byte_token[int(b)] for b in self.class_bytes]
-        for i in range(len(out)):
-            if out[i] != MASK:
+        done: list[int] = []  # the filled slots before ``i``
+        for i, slot in enumerate(out):
+            if slot >= 0:
+                done.append(slot)
                 continue
-            tried = list(preferred[i]) if preferred is not None else []
+            rest = out[i + 1 :]
+            tried: list[int | None] = []
+            if preferred is not None:
+                tried += [int(t) for t in preferred[i]]
+            if slot == MASK_OPT:
+                tried.append(None)  # nothing
             for t in [*tried, *fallback]:
-                out[i] = int(t)
-                if self.check(out):
+                if self.check([*done, *rest] if t is None else [*done, t, *rest]):
+                    if t is not None:
+                        done.append(t)
                     break
             else:  # pragma: no cover - a completable output has a one-byte filling
                 raise AssertionError("no candidate keeps the output completable")
-        return out
+        return done
 
 
 class RegularChecker:
@@ -246,8 +287,9 @@ class RegularChecker:
     For a constraint whose language is one terminal's (``Grammar.from_regex``) the
     token-level DFA (:class:`~corral.automata.token_dfa.TokenDFA`) is small, so an
     unknown slot is exactly "any token" (not one byte): the check propagates the set of
-    DFA states through the slots and asks whether an accepting state remains. Same
-    slot semantics as :class:`CompletionChecker`, and complete as well as sound.
+    DFA states through the slots and asks whether an accepting state remains (an
+    optional slot, ``MASK_OPT``, keeps the states before it as well). Same slot
+    semantics as :class:`CompletionChecker`, and complete as well as sound.
     """
 
     def __init__(self, compiled: CompiledGrammar, tdfa: TokenDFA) -> None:
@@ -260,14 +302,12 @@ class RegularChecker:
         tdfa = self.tdfa
         cur: np.ndarray = np.zeros(tdfa.trans.shape[0], bool)
         cur[tdfa.start] = True
-        size = tdfa.trans.shape[1]
-        for i in range(pos):
-            t = int(slots[i])
+        for t in _read_slots(slots[:pos], tdfa.trans.shape[1]):
             if t == MASK:
                 cur = np.asarray(tdfa.adjacency[cur].any(axis=0), bool)
+            elif t == MASK_OPT:
+                cur = cur | np.asarray(tdfa.adjacency[cur].any(axis=0), bool)
             else:
-                if not 0 <= t < size:
-                    raise ValueError(f"slot {i} holds token id {t}, outside the vocabulary")
                 nxt = np.zeros_like(cur)
                 r = tdfa.trans[cur, t]
                 nxt[r[r >= 0]] = True
@@ -289,6 +329,31 @@ class RegularChecker:
         rows = self.tdfa.trans[before]
         return np.flatnonzero((rows >= 0).any(axis=0))
 
+    def fallback(self, slots: Sequence[int], pos: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(tokens, groups)`` as in :meth:`CompletionChecker.fallback`: the
+        :meth:`candidates`, each token a group of its own."""
+        tokens = self.candidates(slots, pos).astype(np.int64)
+        return tokens, tokens.copy()
+
+
+def _read_slots(slots: Sequence[int], size: int, first: int = 0) -> list[int]:
+    """``slots`` as ints, each a token id below ``size``, ``MASK`` or ``MASK_OPT``
+    (``first``: the index of ``slots[0]``, for the error message).
+
+    Raises:
+        ValueError: a slot holds anything else.
+    """
+    out = [int(t) for t in slots]
+    if out and (min(out) < MASK_OPT or max(out) >= size):
+        for i, t in enumerate(out):
+            if not (0 <= t < size or t in (MASK, MASK_OPT)):
+                raise _bad_slot(first + i, t)
+    return out
+
+
+def _bad_slot(i: int, t: int) -> ValueError:
+    return ValueError(f"slot {i} holds token id {t}, outside the vocabulary")
+
 
 def completion_checker(compiled: CompiledGrammar) -> CompletionChecker | RegularChecker:
     """The exact token-level :class:`RegularChecker` when the constraint is regular (a
@@ -301,4 +366,4 @@ def completion_checker(compiled: CompiledGrammar) -> CompletionChecker | Regular
     return CompletionChecker(compiled)
 
 
-__all__ = ["MASK", "CompletionChecker", "RegularChecker", "completion_checker"]
+__all__ = ["MASK", "MASK_OPT", "CompletionChecker", "RegularChecker", "completion_checker"]

@@ -15,7 +15,12 @@ Two kinds of model:
 * a **causal LM**: the holes are filled left to right. Inside a hole the model proposes
   its next token after the text so far; the hole closes where its best proposal that
   keeps the whole completable is the first token of the text after the hole (or when it
-  is full). The later holes count as gaps of up to ``hole_tokens`` tokens in the check.
+  is full). In the check, the room left in the current hole and each later hole are
+  gaps of between 0 and ``hole_tokens`` tokens (``MASK_OPT`` slots: one check covers
+  every length). The model's 256 best tokens (or, at ``temperature > 0``, 256 drawn
+  without replacement) are tried first; if none keeps the whole completable, the
+  checker's fallback tokens (single-byte ones) are tried in the same order, so the token
+  placed is the best (or a sample, by the model's probabilities) among those that fit.
   A code model trained for fill-in-the-middle (its tokenizer has the markers of a family
   in ``corral/integrations/fim.py``) reads the text after the hole as well: it is
   prompted with ``<prefix> text before <suffix> text up to the next hole <middle>`` and
@@ -25,12 +30,14 @@ Two kinds of model:
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..automata.completion import (
     MASK,
+    MASK_OPT,
     CompletionChecker,
     RegularChecker,
     completion_checker,
@@ -40,6 +47,7 @@ from ..errors import IncompleteGenerationError
 from .fim import FimFormat, fim_format
 
 HOLE = "\u25a2"  # ▢
+_NO = -1  # a token that neither fits nor closes the hole
 
 
 @dataclass
@@ -205,19 +213,15 @@ def _causal(
     n_holes = len(known) - 1
 
     def rest(h: int) -> list[int]:
-        """The template after hole ``h``: its text, later holes as ``k`` gaps each."""
+        """The template after hole ``h``: its text, later holes as ``k`` optional gaps."""
         tail: list[int] = list(known[h + 1])
         for j in range(h + 1, n_holes):
-            tail += [MASK] * k + known[j + 1]
+            tail += [MASK_OPT] * k + known[j + 1]
         return tail
-
-    def fits(slots: list[int], left: int, tail: list[int]) -> bool:
-        """Completable with between 0 and ``left`` more tokens in the current hole."""
-        return any(checker.check([*slots, *[MASK] * m, *tail]) for m in range(left + 1))
 
     for h in range(n_holes):
         tail = rest(h)
-        if not fits(out, k, tail):
+        if not checker.check([*out, *[MASK_OPT] * k, *tail]):
             raise ValueError("no filling of the holes can satisfy the constraint")
         fill: list[int] = []
         # a FIM model reads the text up to the next hole after its suffix marker
@@ -226,25 +230,12 @@ def _causal(
             context = [*fim_prompt, *fill] if fim_prompt is not None else out
             with torch.no_grad():
                 ids = torch.tensor([context or [vocab.eos_token_ids[0]]], dtype=torch.long)
-                row = model(input_ids=ids).logits[0, -1].to(torch.float64)
+                row = model(input_ids=ids).logits[0, -1].to("cpu", torch.float64)
             row[vocab.size :] = -torch.inf
-            # the model's best, then the checker's candidates (computed only if needed):
-            # while the hole fits, one of those keeps it fitting
-            fallback = (int(t) for t in checker.candidates(out, len(out)))
-            order = itertools.chain(_ranked(row, temperature, gen), fallback)
-            closing = tail[0] if tail and tail[0] != MASK else None
-            chosen = None
-            for t in order:
-                ends = t == closing or (fmt is not None and t in vocab.eos_token_ids)
-                if ends and fill and checker.check([*out, *tail]):
-                    break  # the model goes on after the hole (or ends the middle): close it
-                if vocab.kinds[t] != NORMAL:
-                    continue
-                if fits([*out, t], k - len(fill) - 1, tail):
-                    chosen = t
-                    break
+            step = _Step(checker, vocab, out, fill, k - len(fill) - 1, tail, fmt is not None)
+            chosen = step.choose(_scores(row, temperature, gen))
             if chosen is None:
-                break
+                break  # the hole closes here (or nothing fits: it must be closable)
             out.append(chosen)
             fill.append(chosen)
         if not checker.check([*out, *tail]):  # the hole is full or the model stopped early
@@ -258,17 +249,106 @@ def _causal(
     return out, fills, {}
 
 
-def _ranked(row: Any, temperature: float, gen: Any, limit: int = 256) -> list[int]:
-    """Token ids in the order to try: by logit, or (``temperature > 0``) a sample without
-    replacement (Gumbel top-k) from ``softmax(row / temperature)``."""
+class _Step:
+    """One token of a causal fill: which token goes next, or whether the hole closes.
+
+    ``out``: the tokens so far (the current hole's ``fill`` at its end); ``left``: the
+    room in the hole after one more token; ``tail``: the template after the hole (later
+    holes as ``MASK_OPT`` gaps); ``fim``: end-of-text tokens close the hole too.
+    """
+
+    def __init__(
+        self,
+        checker: CompletionChecker | RegularChecker,
+        vocab: Any,
+        out: list[int],
+        fill: list[int],
+        left: int,
+        tail: list[int],
+        fim: bool,
+    ) -> None:
+        self.checker = checker
+        self.vocab = vocab
+        self.out = out
+        self.fill = fill
+        self.left = left
+        self.tail = tail
+        self.closing = tail[0] if tail and tail[0] >= 0 else None
+        self.fim = fim
+        self._closable: bool | None = None
+
+    def choose(self, scores: Any, limit: int = 256) -> int | None:
+        """The token to place (``None``: close the hole, or nothing fits).
+
+        ``scores``: ``float64 [V']`` (``V' >= V``), the order to try tokens in (see
+        :func:`_scores`): the ``limit`` best, then the checker's fallback tokens, so the
+        first token that fits has the highest score among those that fit in both sets.
+        A token that closes the hole closes it where the whole is completable as is.
+        """
+        import torch
+
+        finite = torch.isfinite(scores)
+        top = torch.topk(scores, min(limit, int(finite.sum()))).indices.tolist()
+        tried: set[int] = set()
+        failed: set[int] = set()  # tokens that were checked and do not fit
+        for t in top:
+            tried.add(t)
+            verdict = self._try(t)
+            if verdict != _NO:
+                return verdict
+            failed.add(t)
+        # the checker's fallback: one of its tokens fits while the whole is completable
+        tokens, groups = self.checker.fallback(self.out, len(self.out))
+        s = scores.numpy()[tokens]
+        order = np.argsort(-s, kind="stable")  # ties (and -inf) keep the checker's order
+        dead = {
+            int(g) for t, g in zip(tokens.tolist(), groups.tolist(), strict=True) if t in failed
+        }
+        for i in order.tolist():
+            t, g = int(tokens[i]), int(groups[i])
+            if t in tried:
+                continue
+            tried.add(t)
+            if g in dead:  # a token of its group failed: this one fails too, unless it closes
+                if self._ends(t) and self.fill and self._can_close():
+                    return None
+                continue
+            verdict = self._try(t)
+            if verdict != _NO:
+                return verdict
+            dead.add(g)
+        return None
+
+    def _ends(self, t: int) -> bool:
+        return t == self.closing or (self.fim and t in self.vocab.eos_token_ids)
+
+    def _can_close(self) -> bool:
+        if self._closable is None:
+            self._closable = self.checker.check([*self.out, *self.tail])
+        return self._closable
+
+    def _try(self, t: int) -> int | None:
+        """``t`` if it fits, ``None`` if it closes the hole, ``_NO`` otherwise."""
+        if self._ends(t) and self.fill and self._can_close():
+            return None  # the model goes on after the hole (or ends the middle): close it
+        if self.vocab.kinds[t] != NORMAL:
+            return _NO
+        if self.checker.check([*self.out, t, *[MASK_OPT] * self.left, *self.tail]):
+            return t
+        return _NO
+
+
+def _scores(row: Any, temperature: float, gen: Any) -> Any:
+    """The order to try tokens in, best first: ``row`` itself, or (``temperature > 0``)
+    ``row / temperature`` plus Gumbel noise from ``gen``, so that the first token that
+    fits, among any set tried in this order, is a sample from ``softmax(row /
+    temperature)`` restricted to the tokens of that set that fit (Gumbel-max)."""
     import torch
 
-    finite = torch.isfinite(row)
-    if temperature > 0:
-        u = torch.rand(row.shape, generator=gen, dtype=row.dtype).clamp_(1e-300, 1.0)
-        row = torch.where(finite, row / temperature - torch.log(-torch.log(u)), row)
-    top = torch.topk(row, min(limit, int(finite.sum()))).indices
-    return [int(t) for t in top.tolist()]
+    if temperature <= 0:
+        return row
+    u = torch.rand(row.shape, generator=gen, dtype=row.dtype).clamp_(1e-300, 1.0)
+    return row / temperature - torch.log(-torch.log(u))  # -inf (never) stays -inf
 
 
 __all__ = ["HOLE", "Infill", "infill"]

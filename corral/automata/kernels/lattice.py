@@ -14,6 +14,12 @@ the lexemes that end before it complete in a completion set of their own (classe
 the same ending lexemes share one), and the byte set gathers what each class advances.
 Positions are independent (any byte at one position goes with any at another), so every
 combination of paths the chart joins is itself a path.
+
+An *optional* gap byte (``OP_OPT``) is a gap byte or nothing. Its set is the union of the
+set before it and the gap byte's set: the same argument makes the union exact (every item
+in it has a path, through the gap byte or not, and what follows depends on the item
+alone). So ``k`` optional gap bytes in a row read between 0 and ``k`` gap bytes in one
+pass, instead of one pass per length.
 """
 
 from __future__ import annotations
@@ -23,17 +29,21 @@ from numba import njit
 
 from ..tables import H_LEX_ACCEPT, H_NI
 from .earley import (
+    C_ACC,
     C_CLASSIFY,
+    C_ERR,
     ERR_S,
     _add_l,
     _begin,
     _end_lexemes,
+    _seal,
     consume_special,
     scan_byte,
     seal_byte_set,
 )
 
 OP_GAP = 256  # a gap byte: any byte of the gap's classes
+OP_OPT = 257  # an optional gap byte: a gap byte or nothing
 OP_SPECIAL = 512  # OP_SPECIAL + g: the special token whose terminal starts in lexer state g
 
 
@@ -114,10 +124,44 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
 
 
 @njit(cache=True, nogil=True)
+def scan_opt(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
+    """Read one optional gap byte (a byte of any class in ``classes``, or nothing) after
+    set ``k-1`` (the top).
+
+    The new top is the union of set ``k-1`` and the gap byte's set (see the module docs),
+    a byte set whose lexeme items are those of both, each kept with its origin and class,
+    and which is complete where either is. Returns the new number of sets (``k`` itself
+    when no gap byte can be read: the top stays), or an error; never 0, since reading
+    nothing is always possible.
+    """
+    j = k - 1
+    st = scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
+    if st < 0:
+        return st
+    if st == 0:
+        return k
+    b = st - 1  # the gap byte's set; the sets above it are scratch
+    u = st
+    if u + 2 >= S.shape[0]:
+        return ERR_S
+    ni = gt[H_NI]
+    _begin(S, ctx, u)
+    for idx in range(S[j, 1], S[j + 1, 1]):
+        _add_l(L, stamp, sorig, ctx, ni, L[idx, 0], L[idx, 1], L[idx, 3])
+    for idx in range(S[b, 1], S[b + 1, 1]):
+        _add_l(L, stamp, sorig, ctx, ni, L[idx, 0], L[idx, 1], L[idx, 3])
+    if ctx[C_ERR] != 0:
+        return ctx[C_ERR]
+    ctx[C_ACC] = 1 if S[j, 2] != 0 or S[b, 2] != 0 else 0
+    _seal(P, L, S, ctx, u)
+    return u + 1
+
+
+@njit(cache=True, nogil=True)
 def scan_ops(  # type: ignore[no-untyped-def]
     gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp, classify
 ):
-    """Read ``ops[:n_ops]`` (a byte ``0..255``, ``OP_GAP`` or ``OP_SPECIAL + g``) after
+    """Read ``ops[:n_ops]`` (a byte ``0..255``, ``OP_GAP``, ``OP_OPT`` or ``OP_SPECIAL + g``) after
     the text so far (sets ``0 .. n_sets-1``). Returns the new number of sets (the sets
     from ``n_sets`` on are scratch: the caller's chart is unchanged), 0 if the text
     cannot read them, or an error. With ``classify`` (1), the completion sets built at gap
@@ -133,8 +177,21 @@ def scan_ops(  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always")
 def _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp):  # type: ignore[no-untyped-def]
     k = n_sets
+    skip = False  # the optional gap bytes left in this run change nothing
     for i in range(n_ops):
         op = ops[i]
+        if op == OP_OPT:
+            if skip:
+                continue
+            before = S[k - 1, 3]
+            st = scan_opt(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
+            if st < 0:
+                return st
+            # the same set again: the rest of the run would repeat it
+            skip = st == k or S[st - 1, 3] == before
+            k = st
+            continue
+        skip = False
         if op < OP_GAP:
             st = scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, op)
         elif op == OP_GAP:
@@ -153,7 +210,7 @@ def completable(
 ):  # type: ignore[no-untyped-def]
     """Whether the text so far (sets ``0 .. n_sets-1``) continues into a complete word.
 
-    The continuation reads ``ops[:n_req]`` (a byte ``0..255``, ``OP_GAP`` or
+    The continuation reads ``ops[:n_req]`` (a byte ``0..255``, ``OP_GAP``, ``OP_OPT`` or
     ``OP_SPECIAL + g``), then at most ``n_opt`` gap bytes; it is complete where a set
     accepts. Returns 1, 0 (no such continuation) or an error. Sets at ``n_sets`` and above
     are scratch: the caller's chart is unchanged. ``classify``: as in ``scan_ops``.
@@ -188,6 +245,6 @@ def _completable(
     return 0
 
 
-__all__ = ["OP_GAP", "OP_SPECIAL", "completable", "scan_gap", "scan_ops"]
+__all__ = ["OP_GAP", "OP_OPT", "OP_SPECIAL", "completable", "scan_gap", "scan_ops", "scan_opt"]
 
 _ = np  # the kernels take NumPy arrays
