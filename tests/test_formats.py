@@ -51,7 +51,7 @@ pytestmark = pytest.mark.skipif(
 
 @functools.cache
 def _dfa(name: str) -> ByteDFA:
-    return python_regex_dfa(FORMAT_REGEXES[name], mode="text")
+    return python_regex_dfa(FORMAT_REGEXES[name])
 
 
 @functools.cache

@@ -138,24 +138,6 @@ def test_invalid_regex_is_a_grammar_error_with_position() -> None:
     assert "^" in e.value.snippet
 
 
-def test_assertions_outside_a_terminal_are_refused() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="start of a terminal"):
-        python_regex_dfa(r"(?<!x)a", mode="terminal")
-    with pytest.raises(UnsupportedFeatureError, match="end of a terminal"):
-        python_regex_dfa(r"a\b", mode="terminal")
-    # inside the terminal they are fine
-    d = python_regex_dfa(r"a(?!b)\w", mode="terminal")
-    assert d.matches(b"ac") and not d.matches(b"ab")
-
-
-def test_lazy_quantifier_in_a_terminal_means_shortest_match() -> None:
-    d = python_regex_dfa(r'".*?"', mode="terminal")
-    assert d.matches(b'"ab"')
-    assert not d.matches(b'"a"b"')  # the lexeme ends at the first closing quote
-    # as a whole-text regex, laziness does not change the language
-    assert python_regex_dfa(r'".*?"').matches(b'"a"b"')
-
-
 def test_state_budget() -> None:
     with pytest.raises(CompileBudgetError):
         python_regex_dfa(r"(a|b)*a(a|b){16}", max_states=1000)

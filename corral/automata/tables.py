@@ -9,7 +9,12 @@ position, holding
   parser items of the origin set that expect that terminal.
 
 A lexeme ends where its DFA accepts and cannot read the next byte (maximal munch, the
-semantics of Lark's dynamic Earley lexer; see ``corral/grammar/ir.py``). Ignored terminals
+semantics of Lark's dynamic Earley lexer; see ``corral/grammar/ir.py``). A terminal may
+forbid its lexeme to end before some bytes it cannot read (``Terminal.end_blocked``): such
+bytes lead to the *trap* state, one extra lexer state after all terminals' states that
+reads nothing and never accepts, so the lexeme neither ends there nor lives on (the chart
+and the mask walks treat the trap as dead; ``H_TRAP`` is -1 when no terminal needs it).
+Ignored terminals
 (``%ignore``) may occur between any two lexemes and at both ends; when one completes, the
 new set gets the origin set's fresh lexeme items.
 
@@ -49,7 +54,7 @@ H_N_IGNORE = 18
 H_LEX_IS_START = 19  # [G] 1 if the state is a terminal's start state
 H_SPECIAL_TERM = 20  # [NT] special token id a terminal stands for, or -1
 H_FOLLOW_BYTES = 21  # [NT * 8] 256-bit sets: bytes that may start a lexeme after terminal t
-# slot 22 unused
+H_TRAP = 22  # the trap lexer state (a blocked lexeme end), or -1 if there is none
 H_FIRST_START = 23  # [G+1] CSR offsets into FIRST_BYTES (empty unless a start state)
 H_FIRST_BYTES = 24  # bytes a terminal's lexeme can start with, per start state
 H_N_SPECIAL = 25  # number of terminals that stand for special tokens
@@ -62,7 +67,8 @@ class Tables:
 
     Attributes:
         gt: ``int32`` header + sections (see the ``H_*`` constants).
-        lex_trans: ``int32 [G, n_classes]``; next lexer state or ``-1``.
+        lex_trans: ``int32 [G, n_classes]``; next lexer state or ``-1`` (the trap state
+            ``gt[H_TRAP]`` where a lexeme may neither read the byte nor end before it).
         terminal_names / nonterminal_names: index → name.
         term_literal: terminal index → its literal text or ``None``.
     """
@@ -160,6 +166,10 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     for i, n in enumerate(term_names):
         offsets[i + 1] = offsets[i] + grammar.terminals[n].dfa.n_states
     G = int(offsets[-1])
+    trap = -1
+    if any(grammar.terminals[n].end_blocked is not None for n in term_names):
+        trap = G
+        G += 1
     full = np.full((G, 256), -1, np.int32)
     lex_term = np.zeros(G, np.int32)
     lex_accept = np.zeros(G, np.int32)
@@ -171,6 +181,10 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         lex_term[o : o + d.n_states] = i
         lex_accept[o : o + d.n_states] = d.accept
         lex_is_start[o] = 1
+        blocked = grammar.terminals[n].end_blocked
+        if blocked is not None:
+            rows = full[o : o + d.n_states]
+            rows[blocked & d.accept[:, None] & (d.trans < 0)] = trap
         if n in special_terms:
             full[o : o + d.n_states] = -1  # matched by its special token only, never by bytes
     if G:
@@ -226,6 +240,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     gt[H_NCLS] = n_cls
     gt[H_N_IGNORE] = len(ignore_list)
     gt[H_N_SPECIAL] = len(special_terms)
+    gt[H_TRAP] = trap
     pos = HEADER_LEN
     for slot, arr in sections:
         gt[slot] = pos

@@ -9,12 +9,17 @@ A :class:`Grammar` is what every front end (Lark text, regex, JSON Schema) produ
   ``start``), and each ``xi`` is a possibly empty sequence of lexemes of ``ignore``
   terminals;
 * lexemes are maximal: a lexeme of terminal ``T`` ends only where ``T``'s automaton cannot
-  read the next byte (or the text ends). This is the greedy match of Lark's default
-  Earley lexer (``lexer="dynamic"``): ``"ab"`` is one ``NAME``, never two. Terminals are
-  not ordered against each other: where several may start, each is tried (``"intx"`` is
-  ``"int"`` followed by ``NAME`` as well as one ``NAME``). Unlike a regex engine, the lexer
-  does not backtrack inside a lexeme: if ``T``'s automaton reads on past an accepting
-  point and then dies without accepting again, that path fails.
+  read the next byte (or the text ends). With the automata the Lark front end builds
+  (accepting where Python's ``re.match`` may return a match, see ``lark_frontend.py``),
+  this is the match of Lark's default Earley lexer (``lexer="dynamic"``): ``"ab"`` is one
+  ``NAME``, never two. Terminals are not ordered against each other: where several may
+  start, each is tried (``"intx"`` is ``"int"`` followed by ``NAME`` as well as one
+  ``NAME``). Unlike a regex engine, the lexer does not backtrack inside a lexeme: if
+  ``T``'s automaton reads on past an accepting point and then dies without accepting
+  again, that path fails;
+* a terminal may also forbid its lexeme to end before some bytes (``Terminal.end_blocked``,
+  from a lookahead at the end of a Lark terminal such as ``/[?](?![a-z])/``): there the
+  lexeme neither reads the byte nor ends, so that path fails too.
 
 Grammars are immutable and normalised on construction (see ``normalize.py``): no terminal
 accepts the empty string, every symbol is productive and reachable, and the language is
@@ -27,6 +32,8 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .regex import ByteDFA
 
@@ -42,6 +49,11 @@ class Terminal:
         literal: the text when the terminal is one fixed string, else ``None``.
         special: when set, the terminal stands for the special (control) token with this
             text (e.g. ``"<|im_end|>"``) and matches only that token, never its spelling.
+        end_blocked: ``None`` (a lexeme may end in an accepting state before every byte
+            that state cannot read), or ``bool [dfa.n_states, 256]``: where ``True``, a
+            lexeme in that accepting state may not end before that byte although it
+            cannot read it (a lookahead at the end of the terminal). ``dfa.accept`` says
+            where a lexeme may end at the end of the text.
     """
 
     name: str
@@ -49,6 +61,7 @@ class Terminal:
     source: str = ""
     literal: str | None = None
     special: str | None = None
+    end_blocked: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 FinalCheck = Callable[[bytes], bool]
@@ -114,7 +127,12 @@ class Grammar:
     # -- front ends ---------------------------------------------------------------------
     @classmethod
     def from_lark(
-        cls, text: str, start: str = "start", *, import_paths: Sequence[str] = ()
+        cls,
+        text: str,
+        start: str = "start",
+        *,
+        import_paths: Sequence[str] = (),
+        strict_lexemes: bool = False,
     ) -> Grammar:
         """Read a grammar in Lark's grammar language.
 
@@ -123,6 +141,14 @@ class Grammar:
         ``common.*``), ``%ignore``, ``%override``/``%extend``. The grammar may be ambiguous or
         left-recursive. ``%declare`` is refused: a declared terminal has no pattern to generate.
 
+        A terminal's lexemes are the matches Lark's lexer finds (Python's ``re.match``:
+        alternatives in order, lazy quantifiers shortest first), except where Python's
+        search comes back to an earlier match after a longer attempt fails: corral does
+        not backtrack inside a lexeme, so it rejects such text. With
+        ``strict_lexemes=True`` a grammar with a terminal where that can happen is refused
+        (``UnsupportedFeatureError`` naming the terminals, their lines and an example; see
+        :func:`corral.grammar.lexeme_backtracking.backtracking_lexemes`).
+
         Special (control) tokens are named as in llguidance: ``<|im_end|>`` (by text) or
         ``<[128009]>`` (by id), outside strings and regexes. Such a symbol matches only that
         token, never its spelling in ordinary tokens; special tokens the grammar does not
@@ -130,12 +156,16 @@ class Grammar:
 
         Raises:
             GrammarError: syntax errors and undefined symbols, with line, column and a caret.
-            UnsupportedFeatureError: a construct corral cannot enforce (e.g. backreferences).
+            UnsupportedFeatureError: a construct corral cannot enforce (e.g. backreferences,
+                a lookbehind at the start of a terminal); with ``strict_lexemes``, a
+                terminal whose lexemes can differ from Lark's.
             EmptyLanguageError: the grammar derives no string.
         """
         from .lark_frontend import grammar_from_lark
 
-        return grammar_from_lark(text, start, import_paths=import_paths)
+        return grammar_from_lark(
+            text, start, import_paths=import_paths, strict_lexemes=strict_lexemes
+        )
 
     @classmethod
     def from_regex(cls, pattern: str, flags: int = 0) -> Grammar:
@@ -149,7 +179,7 @@ class Grammar:
         """
         from .regex import python_regex_dfa
 
-        dfa = python_regex_dfa(pattern, flags, mode="text", where=f"regex {pattern!r}")
+        dfa = python_regex_dfa(pattern, flags, where=f"regex {pattern!r}")
         term = Terminal("REGEX", dfa, source=f"/{pattern}/")
         return cls({"REGEX": term}, [Rule("start", ("REGEX",))], "start", (), description=pattern)
 
@@ -188,6 +218,9 @@ class Grammar:
                 h.update(f"T {name} {t.dfa.n_states} {t.special!r}\n".encode())
                 h.update(t.dfa.trans.tobytes())
                 h.update(t.dfa.accept.tobytes())
+                if t.end_blocked is not None:
+                    h.update(b"end_blocked")
+                    h.update(np.packbits(t.end_blocked).tobytes())
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 

@@ -2,8 +2,9 @@
 
 Lark's own loader reads the text (so EBNF operators, templates, ``%import`` and friends mean
 exactly what they mean in Lark) and hands back BNF rules and terminal patterns; corral then
-compiles every terminal pattern into a byte DFA. Errors are re-raised as corral errors that
-carry the line, column and a caret snippet.
+compiles every terminal pattern into a byte DFA whose lexemes are the matches Lark's lexer
+finds (:func:`leftmost_first_dfa`). Errors are re-raised as corral errors that carry the
+line, column and a caret snippet.
 """
 
 from __future__ import annotations
@@ -11,9 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..errors import CorralError, GrammarError, UnsupportedFeatureError, caret_snippet
+from ..errors import (
+    CorralError,
+    GrammarError,
+    UnsupportedFeatureError,
+    caret_snippet,
+)
 from .ir import Grammar, Rule, Terminal
-from .regex import literal_dfa, python_regex_dfa
+from .lexeme_backtracking import backtracking_lexemes
+from .regex import literal_dfa
+from .regex.leftmost import leftmost_first_dfa
 
 _FLAG_LETTERS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
 
@@ -54,8 +62,13 @@ def _extract_special_tokens(text: str) -> tuple[str, dict[str, str]]:
 
 
 def grammar_from_lark(
-    text: str, start: str = "start", *, import_paths: Sequence[str] = ()
+    text: str,
+    start: str = "start",
+    *,
+    import_paths: Sequence[str] = (),
+    strict_lexemes: bool = False,
 ) -> Grammar:
+    """See :meth:`Grammar.from_lark <corral.grammar.ir.Grammar.from_lark>`."""
     import lark
     from lark.exceptions import GrammarError as LarkGrammarError
     from lark.exceptions import UnexpectedInput
@@ -122,7 +135,7 @@ def grammar_from_lark(
             rhs.append(name)
         rules.append(Rule(r.origin.name, tuple(rhs)))
     try:
-        return Grammar(terminals, rules, start, list(ignore), description=_first_line(source))
+        grammar = Grammar(terminals, rules, start, list(ignore), description=_first_line(source))
     except GrammarError as e:
         if e.line is None:
             name = _quoted_name(e.message)
@@ -132,6 +145,24 @@ def grammar_from_lark(
                     e.message, line=line, column=col, snippet=caret_snippet(source, line, col or 1)
                 ) from None
         raise
+    if strict_lexemes:
+        found = backtracking_lexemes(grammar)
+        if found:
+            where = []
+            for b in found:
+                line, col = _locate_terminal(source, b.terminal, "")
+                if line is None:  # an imported terminal: its %import line
+                    m = re.search(
+                        rf"^[ \t]*%import\b.*?\b({re.escape(b.terminal)})\b", source, re.M
+                    )
+                    line, col = _pos_to_line_col(source, m.start(1)) if m else (None, None)
+                where.append(b.terminal + (f" ({_where(line, col)})" if line else ""))
+            raise UnsupportedFeatureError(
+                "terminals whose lexemes Lark may find by backtracking",
+                location=", ".join(where),
+                detail="; ".join(b.describe() for b in found),
+            )
+    return grammar
 
 
 def _terminal(text: str, td: object) -> Terminal:
@@ -149,14 +180,12 @@ def _terminal(text: str, td: object) -> Terminal:
         if isinstance(pattern, PatternStr):
             source = f'"{pattern.value}"' + ("i" if flags & re.IGNORECASE else "")
             if flags & re.IGNORECASE:
-                dfa = python_regex_dfa(
-                    re.escape(pattern.value), flags, mode="terminal", where=where
-                )
+                dfa, _ = leftmost_first_dfa(re.escape(pattern.value), flags, where=where)
                 return Terminal(name, dfa, source)
             return Terminal(name, literal_dfa(pattern.value), source, literal=pattern.value)
         source = f"/{pattern.value}/"
-        dfa = python_regex_dfa(pattern.value, flags, mode="terminal", where=where)
-        return Terminal(name, dfa, source)
+        dfa, blocked = leftmost_first_dfa(pattern.value, flags, where=where)
+        return Terminal(name, dfa, source, end_blocked=blocked)
     except CorralError as e:
         line, col = _locate_terminal(text, name, pattern.value)
         loc = _where(line, col)
@@ -204,7 +233,7 @@ def _locate_terminal(text: str, name: str, pattern: str) -> tuple[int | None, in
     m = re.search(rf"^[ \t]*{re.escape(name)}(\.\d+)?[ \t]*:", text, re.M)
     if m:
         return _pos_to_line_col(text, m.start() + m.group(0).index(name))
-    i = text.find(pattern)
+    i = text.find(pattern) if pattern else -1
     if i >= 0:
         return _pos_to_line_col(text, i)
     return None, None

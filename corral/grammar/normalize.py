@@ -14,21 +14,25 @@ import numpy as np
 from ..errors import EmptyLanguageError, GrammarError
 from .ir import Rule, Terminal
 from .regex import ByteDFA
-from .regex.dfa import minimize
+from .regex.dfa import minimize_with_blocked
 
 
-def without_empty_string(dfa: ByteDFA) -> ByteDFA:
-    """``L(dfa) \\ {ε}`` as a trimmed minimal DFA."""
+def without_empty_string(
+    dfa: ByteDFA, end_blocked: np.ndarray | None = None
+) -> tuple[ByteDFA, np.ndarray | None]:
+    """``L(dfa) \\ {ε}`` as a trimmed minimal DFA, with its ``end_blocked`` rows (see
+    :class:`~corral.grammar.ir.Terminal`) carried over."""
     if dfa.n_states == 0 or not dfa.accept[0]:
-        return dfa
+        return dfa, end_blocked
     old = dfa.trans
     shifted = np.where(old >= 0, old + 1, -1).astype(np.int32)
     trans = np.vstack([shifted[0:1], shifted])
     accept = np.concatenate([[False], dfa.accept])
     if (trans[0] < 0).all():
-        return ByteDFA.empty()
-    t, a = minimize(trans, accept)
-    return ByteDFA(t, a)
+        return ByteDFA.empty(), None
+    if end_blocked is not None:
+        end_blocked = np.vstack([np.zeros((1, 256), bool), end_blocked])
+    return minimize_with_blocked(trans, accept, end_blocked)
 
 
 def normalize(
@@ -56,11 +60,11 @@ def normalize(
     extra_rules: list[Rule] = []
     for name, t in terminals.items():
         if t.dfa.accepts_empty():
-            ne = without_empty_string(t.dfa)
+            ne, blocked = without_empty_string(t.dfa, t.end_blocked)
             opt = f"__{name}_opt"
             renamed[name] = opt
             if ne.n_states:
-                terms[name] = Terminal(name, ne, t.source, t.literal, t.special)
+                terms[name] = Terminal(name, ne, t.source, t.literal, t.special, blocked)
                 extra_rules.append(Rule(opt, (name,)))
             extra_rules.append(Rule(opt, ()))
         else:

@@ -8,7 +8,9 @@ to two sets:
   byte: those lexemes end, the parser items of their origin sets advance (Earley
   completion, then prediction), and fresh lexeme items of the expected terminals appear;
 * the **byte set**: every lexeme item of the current set and of that completion set that
-  can read the byte, advanced by it. Byte sets hold lexeme items only.
+  can read the byte, advanced by it. Byte sets hold lexeme items only. A lexeme whose
+  terminal forbids it to end before the byte it cannot read reaches the trap state
+  (``tables.H_TRAP``) instead: it is dropped like one that dies.
 
 Chart layout (all owned by one matcher):
 
@@ -65,6 +67,7 @@ from ..tables import (
     H_START,
     H_TERM_IGNORE,
     H_TERM_START,
+    H_TRAP,
 )
 from .continuation import classify_set, mix, scratch_size
 
@@ -326,6 +329,7 @@ def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: igno
     j = k - 1
     cls = gt[gt[H_BYTE_CLASS] + byte]
     ni = gt[H_NI]
+    trap = gt[H_TRAP]
     # 1. lexemes that end before this byte
     c = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, -1)
     if c < 0:
@@ -338,12 +342,12 @@ def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: igno
     l0 = S[b, 1]
     for idx in range(S[j, 1], S[j + 1, 1]):
         g2 = lex_trans[L[idx, 0], cls]
-        if g2 >= 0:
+        if g2 >= 0 and g2 != trap:
             _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
     if c > 0:
         for idx in range(S[k, 1], S[k + 1, 1]):
             g2 = lex_trans[L[idx, 0], cls]
-            if g2 >= 0:
+            if g2 >= 0 and g2 != trap:
                 _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
     return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..tables import H_LEX_ACCEPT, H_NI
+from ..tables import H_LEX_ACCEPT, H_NI, H_TRAP
 from .earley import (
     C_ACC,
     C_CLASSIFY,
@@ -108,17 +108,18 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
         return ERR_S
     _begin(S, ctx, b)
     l0 = S[b, 1]
+    trap = gt[H_TRAP]  # a blocked lexeme end: dropped like a dead lexeme (see scan_byte)
     for ci in range(n_c):
         c = classes[ci]
         for idx in range(S[j, 1], S[j + 1, 1]):
             g2 = lex_trans[L[idx, 0], c]
-            if g2 >= 0:
+            if g2 >= 0 and g2 != trap:
                 _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
         o = comp[ci]
         if o >= 0:
             for idx in range(S[o, 1], S[o + 1, 1]):
                 g2 = lex_trans[L[idx, 0], c]
-                if g2 >= 0:
+                if g2 >= 0 and g2 != trap:
                     _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
     return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
 

@@ -5,7 +5,8 @@ by the lexeme item of the current set they start from:
 
 1. the lexeme stays inside the same terminal for all of the token's bytes: this depends on
    the lexer state ``g`` only, so it is computed once per ``g`` by a trie walk and cached
-   (the context-independent part);
+   (the context-independent part). A byte that leads to the trap state (a lexeme end the
+   terminal forbids, see ``tables``) kills the lexeme like one it cannot read;
 2. the lexeme ends inside the token, at an "end edge" recorded for ``g`` (a trie node where
    the lexeme can end, and a child whose byte it cannot read): the chart after
    that completion depends on the parser, so it is built with one Earley step, and the
@@ -48,6 +49,7 @@ from ..tables import (
     H_NI,
     H_NN,
     H_SPECIAL_TERM,
+    H_TRAP,
 )
 from .earley import complete_state, end_lexemes
 from .trie import UTF8_FORMS
@@ -182,6 +184,7 @@ def lexer_state_walk(
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
     n_states = gt[H_G]
     lex_accept = gt[gt[H_LEX_ACCEPT] : gt[H_LEX_ACCEPT] + n_states]
+    trap = gt[H_TRAP]
     states = np.empty(max_depth + 2, np.int32)
     states[0] = g
     cap = max_depth + 1
@@ -193,7 +196,7 @@ def lexer_state_walk(
         return _walk_all(
             lex_trans, byte_class, lex_accept, node_byte, depth, subtree_end,
             rank_at, states, g, dead, ends, large_index, sm_state, sm_entry, sm_ent, sm_store,
-            sm_ctl,
+            sm_ctl, trap,
         )  # fmt: skip
     # jumps in progress: node jumped from, frontier cursor and end, end of the subtree of
     # the frontier node being walked, which frontier
@@ -241,7 +244,7 @@ def lexer_state_walk(
         if x != 0:
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
-            if s < 0:
+            if s < 0 or s == trap:
                 n_dead, n_dead_tok = _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end)
                 x = subtree_end[x]
                 continue
@@ -376,9 +379,11 @@ def _walk_all(
     sm_ent,
     sm_store,
     sm_ctl,
+    trap,
 ):  # type: ignore[no-untyped-def]
     """``lexer_state_walk`` without plain-run skipping (no state the walk can reach starts
-    one): every live node is visited, except subtrees found in the memo."""
+    one): every live node is visited, except subtrees found in the memo. ``trap``: the
+    trap state (dead, see ``tables``), or -1."""
     n_nodes = node_byte.shape[0]
     open_ = np.empty((states.shape[0], 4), np.int32)
     n_open = 0
@@ -395,7 +400,7 @@ def _walk_all(
         if x != 0:
             d = depth[x]
             s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
-            if s < 0:
+            if s < 0 or s == trap:
                 n_dead, n_dead_tok = _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end)
                 x = subtree_end[x]
                 continue
@@ -867,6 +872,7 @@ def _walk_below(
     first_start = gt[H_FIRST_START]
     first_bytes = gt[H_FIRST_BYTES]
     follow = gt[gt[H_FOLLOW_BYTES] :]
+    trap = gt[H_TRAP]
     l_lo = S[k, 1]
     l_hi = S[k + 1, 1]
     n_cls = lex_trans.shape[1]
@@ -1012,7 +1018,7 @@ def _walk_below(
                     continue
                 d = depth[x]
                 s = lex_trans[states[level, d - 1], gt[byte_class + node_byte[x]]]
-                if s < 0:
+                if s < 0 or s == trap:
                     x = sub
                     continue
                 states[level, d] = s

@@ -48,7 +48,7 @@ def unit_dfa() -> ByteDFA:
     """The DFA of one encoded character (prefix-free: a complete unit reads nothing more)."""
     d = _unit_cache.get("unit")
     if d is None:
-        d = _unit_cache["unit"] = python_regex_dfa(f"(?:{UNIT})", mode="text")
+        d = _unit_cache["unit"] = python_regex_dfa(f"(?:{UNIT})")
     return d
 
 
@@ -155,7 +155,7 @@ def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
     d = _BODY_CACHE.get(key)
     if d is None:
         enc = encode_node(node, escapes=not _has_guards(node))
-        d = nfa_to_byte_dfa(build_nfa(enc), mode="text", where=where, max_states=max_states)
+        d = nfa_to_byte_dfa(build_nfa(enc), where=where, max_states=max_states)
         _BODY_CACHE[key] = d
         while len(_BODY_CACHE) > _BODY_CACHE_SIZE:
             _BODY_CACHE.popitem(last=False)

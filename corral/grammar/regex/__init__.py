@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ast import has_lazy
 from .dfa import DEFAULT_MAX_DFA_STATES, ByteDFA, nfa_to_byte_dfa
 from .nfa import build_nfa
 from .python_syntax import parse_python_regex
@@ -20,26 +19,14 @@ def python_regex_dfa(
     pattern: str,
     flags: int = 0,
     *,
-    mode: str = "text",
     where: str = "",
     max_states: int = DEFAULT_MAX_DFA_STATES,
 ) -> ByteDFA:
-    """The byte DFA of a Python-syntax regex.
-
-    ``mode="text"``: the language of ``re.fullmatch(pattern, s, flags)``.
-    ``mode="terminal"``: the same, read as one lexeme of a Lark grammar: if the pattern has a
-    lazy quantifier, only its shortest matches are kept (the lexeme ends at its first match,
-    which is what Lark's matching does), and assertions may not look outside the lexeme.
-    """
+    """The byte DFA of the language of ``re.fullmatch(pattern, s, flags)`` (a Python-syntax
+    regex; for the lexemes of a Lark terminal, see :mod:`.leftmost`)."""
     node = parse_python_regex(pattern, flags, where=where)
-    nfa = build_nfa(node)
-    shortest = mode == "terminal" and has_lazy(node)
     return nfa_to_byte_dfa(
-        nfa,
-        mode=mode,
-        shortest=shortest,
-        where=where or f"regex {pattern!r}",
-        max_states=max_states,
+        build_nfa(node), where=where or f"regex {pattern!r}", max_states=max_states
     )
 
 

@@ -2,8 +2,8 @@
 
 Front ends (Python ``re`` syntax today, ECMA-262 for JSON Schema ``pattern``) translate their
 own syntax into these nodes; :mod:`corral.grammar.regex.nfa` builds automata from them. The
-nodes describe *languages*: laziness of a quantifier is kept only as a flag because Lark
-terminals give it a meaning (the lexeme ends at the first match, see ``dfa.py``).
+nodes describe *languages*; the laziness of a quantifier is kept as a flag because Lark
+terminals give it a meaning (Python's search order, see ``leftmost.py``).
 """
 
 from __future__ import annotations
@@ -70,12 +70,3 @@ class Assert:
 Node = Chars | Concat | Alt | Repeat | Assert
 
 EMPTY_STRING = Concat(())
-
-
-def has_lazy(node: Node) -> bool:
-    """Whether any quantifier in ``node`` is lazy (``*?``, ``+?``, ``??``, ``{m,n}?``)."""
-    if isinstance(node, Repeat):
-        return node.lazy or has_lazy(node.item)
-    if isinstance(node, (Concat, Alt)):
-        return any(has_lazy(i) for i in node.items)
-    return False

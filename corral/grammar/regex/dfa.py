@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import CompileBudgetError, UnsupportedFeatureError
+from ...errors import CompileBudgetError
 from . import ast
 from .charset import NEWLINE, CharSet
 from .nfa import NFA
@@ -71,7 +71,6 @@ def _check_deadline(where: str) -> None:
 
 
 _BOS = -1  # no character (start or end of the text)
-_OUTSIDE = -2  # a character outside the lexeme: unknown in terminal mode
 
 
 @dataclass(frozen=True)
@@ -185,18 +184,14 @@ class _Alphabet:
 
 
 class _GuardEval:
-    def __init__(self, alphabet: _Alphabet, mode: str, where: str) -> None:
+    def __init__(self, alphabet: _Alphabet, where: str) -> None:
         self.alpha = alphabet
-        self.mode = mode
         self.where = where
 
-    def holds(self, g: ast.Assert, prev: int, nxt: int) -> bool | None:
-        """Whether guard ``g`` holds; ``None`` when it needs a character outside the lexeme."""
+    def holds(self, g: ast.Assert, prev: int, nxt: int) -> bool:
+        """Whether guard ``g`` holds between the blocks ``prev`` and ``nxt`` (``_BOS``: the
+        start or the end of the text)."""
         k = g.kind
-        if k in ast.NEEDS_PREV and prev == _OUTSIDE:
-            return None
-        if k in ast.NEEDS_NEXT and nxt == _OUTSIDE:
-            return None
         a = self.alpha
         if k == ast.BEHIND:
             assert g.chars is not None
@@ -219,53 +214,27 @@ class _GuardEval:
             r = nxt == _BOS or a.block_in(nxt, NEWLINE)
         else:  # pragma: no cover
             raise AssertionError(k)
-        return r != g.negate
-
-    def refuse(self, g: ast.Assert, side: str) -> UnsupportedFeatureError:
-        return UnsupportedFeatureError(
-            f"assertion {g.text or g.kind} at the {side} of a terminal",
-            location=self.where,
-            detail="it would look at text outside the terminal; "
-            "only assertions inside a terminal can be enforced",
-        )
+        return bool(r != g.negate)
 
 
 def _closure(
     nfa: NFA, states: frozenset[int], prev: int, nxt: int, ev: _GuardEval, guard_free: bool
-) -> tuple[frozenset[int], set[int]]:
-    """ε-closure of ``states`` given the neighbouring characters.
-
-    Returns ``(clean, tainted)``: states reached without / only through a guard that needs
-    a character outside the lexeme (terminal mode).
-    """
+) -> frozenset[int]:
+    """ε-closure of ``states`` given the neighbouring characters (the guards on ε-edges
+    hold or not there)."""
     seen = set(states)
     stack = list(states)
     eps = nfa.eps
-    tainted_roots: list[int] = []
     while stack:
         s = stack.pop()
         for t, g in eps[s]:
             if t in seen:
                 continue
-            if g is not None and not guard_free:
-                h = ev.holds(g, prev, nxt)
-                if h is None:
-                    tainted_roots.append(t)
-                    continue
-                if not h:
-                    continue
+            if g is not None and not guard_free and not ev.holds(g, prev, nxt):
+                continue
             seen.add(t)
             stack.append(t)
-    tainted: set[int] = set()
-    stack = [t for t in tainted_roots if t not in seen]
-    while stack:
-        s = stack.pop()
-        if s in tainted or s in seen:
-            continue
-        tainted.add(s)
-        for t, _g in eps[s]:
-            stack.append(t)
-    return frozenset(seen), tainted
+    return frozenset(seen)
 
 
 @dataclass
@@ -275,10 +244,8 @@ class _CharDFA:
     blocks: list[CharSet]
 
 
-def _subset_construction(
-    nfa: NFA, alpha: _Alphabet, mode: str, where: str, max_states: int
-) -> _CharDFA:
-    ev = _GuardEval(alpha, mode, where)
+def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int) -> _CharDFA:
+    ev = _GuardEval(alpha, where)
     guards = nfa.guards()
     guard_free = not guards
     prev_guards = [g for g in guards if g.kind in ast.NEEDS_PREV]
@@ -295,14 +262,14 @@ def _subset_construction(
 
     prev_keys = [prev_key(b) for b in range(alpha.n_blocks)]
     edge_blocks = [[(alpha.blocks_of(cs), t) for cs, t in edges] for edges in nfa.chars]
-    start_prev = _OUTSIDE if mode == "terminal" else _BOS
+    start_prev = _BOS
 
     key0 = (frozenset([nfa.start]), start_prev if start_prev < 0 else 0)
     index: dict[tuple[frozenset[int], object], int] = {key0: 0}
     reps: list[tuple[frozenset[int], int]] = [(frozenset([nfa.start]), start_prev)]
     trans: list[dict[int, int]] = []
     accept: list[bool] = []
-    closure_cache: dict[tuple[object, ...], tuple[frozenset[int], set[int]]] = {}
+    closure_cache: dict[tuple[object, ...], frozenset[int]] = {}
 
     # The closure depends on the neighbouring characters only through the guards'
     # outcomes, so blocks with equal outcomes share one closure.
@@ -314,7 +281,7 @@ def _subset_construction(
             sig = sig_cache[(prev, nxt)] = tuple(ev.holds(g, prev, nxt) for g in guards)
         return sig
 
-    def closure(states: frozenset[int], prev: int, nxt: int) -> tuple[frozenset[int], set[int]]:
+    def closure(states: frozenset[int], prev: int, nxt: int) -> frozenset[int]:
         k: tuple[object, ...] = (states,) if guard_free else (states, sig_of(prev, nxt))
         r = closure_cache.get(k)
         if r is None:
@@ -326,18 +293,11 @@ def _subset_construction(
         states, prev = reps[i]
         i += 1
         # acceptance: final reachable with no next character (or one outside the lexeme)
-        end = _OUTSIDE if mode == "terminal" else _BOS
-        clean, tainted = closure(states, prev, end)
-        acc = nfa.final in clean
-        if not acc and nfa.final in tainted:
-            g = _first_guard(nfa, states)
-            raise ev.refuse(g, "end") if g else UnsupportedFeatureError("assertion", location=where)
-        accept.append(acc)
+        accept.append(nfa.final in closure(states, prev, _BOS))
         out: dict[int, int] = {}
         targets_by_block: dict[int, set[int]] = {}
         if guard_free:
-            clean, _ = closure(states, 0, 0)
-            for s in clean:
+            for s in closure(states, 0, 0):
                 for mask, t in edge_blocks[s]:
                     m = mask
                     while m:
@@ -352,23 +312,13 @@ def _subset_construction(
                 groups[sig] = groups.get(sig, 0) | (1 << b)
             for gmask in groups.values():
                 b0 = (gmask & -gmask).bit_length() - 1
-                clean, tainted = closure(states, prev, b0)
-                for s in clean:
+                for s in closure(states, prev, b0):
                     for mask, t in edge_blocks[s]:
                         m = mask & gmask
                         while m:
                             low = m & -m
                             targets_by_block.setdefault(low.bit_length() - 1, set()).add(t)
                             m ^= low
-                for s in tainted:
-                    for mask, _t in edge_blocks[s]:
-                        if mask & gmask:
-                            g = _first_guard(nfa, states)
-                            raise (
-                                ev.refuse(g, "start")
-                                if g
-                                else UnsupportedFeatureError("assertion", location=where)
-                            )
         for b, tgt in targets_by_block.items():
             fs = frozenset(tgt)
             pk: object = prev_keys[b] if not guard_free else 0
@@ -389,22 +339,8 @@ def _subset_construction(
     return _CharDFA(trans, accept, alpha.block_chars)
 
 
-def _first_guard(nfa: NFA, states: frozenset[int]) -> ast.Assert | None:
-    seen = set(states)
-    stack = list(states)
-    while stack:
-        s = stack.pop()
-        for t, g in nfa.eps[s]:
-            if g is not None:
-                return g
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    return None
-
-
 # ---------------------------------------------------------------------------------------
-# 3-5. shortest match, UTF-8, trim, minimise
+# 3-5. UTF-8, trim, minimise
 
 
 def live_states(trans: list[dict[int, int]], accept: list[bool]) -> list[bool]:
@@ -596,21 +532,45 @@ def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndar
     return new_small[:, byte_class].astype(np.int32), new_acc
 
 
+def minimize_with_blocked(
+    trans: np.ndarray, accept: np.ndarray, end_blocked: np.ndarray | None
+) -> tuple[ByteDFA, np.ndarray | None]:
+    """Minimise a trimmed DFA whose states also carry ``end_blocked`` rows (``bool [n,
+    256]``, or ``None``): states merge only when they also block the same ends.
+
+    The blocked ends become transitions on 256 extra columns to one extra accepting
+    state, so plain Hopcroft minimisation keeps them apart; they are read back after.
+    Returns the DFA and its rows (``None`` when nothing is blocked).
+    """
+    if end_blocked is None or not (end_blocked[accept] & (trans[accept] < 0)).any():
+        t, a = minimize(trans, accept)
+        return ByteDFA(t, a), None
+    n = trans.shape[0]
+    mark = n  # the extra state: reached by "accepts" and "blocks byte b" columns
+    aug = np.full((n + 1, 513), -1, np.int32)
+    aug[:n, :256] = trans
+    aug[:n, 256] = np.where(accept, mark, -1)
+    aug[:n, 257:] = np.where(end_blocked & accept[:, None] & (trans < 0), mark, -1)
+    acc = np.zeros(n + 1, bool)
+    acc[mark] = True
+    t, a = minimize(aug, acc)
+    m = int(np.flatnonzero(a)[0])
+    keep = np.flatnonzero(np.arange(t.shape[0]) != m)
+    new_id = np.full(t.shape[0], -1, np.int32)
+    new_id[keep] = np.arange(keep.shape[0], dtype=np.int32)
+    real = t[keep, :256]
+    real = np.where(real >= 0, new_id[np.where(real >= 0, real, 0)], -1).astype(np.int32)
+    blocked = t[keep, 257:] == m
+    return ByteDFA(real, t[keep, 256] == m), blocked if blocked.any() else None
+
+
 def nfa_to_byte_dfa(
-    nfa: NFA,
-    *,
-    mode: str = "text",
-    shortest: bool = False,
-    where: str = "regex",
-    max_states: int = DEFAULT_MAX_DFA_STATES,
+    nfa: NFA, *, where: str = "regex", max_states: int = DEFAULT_MAX_DFA_STATES
 ) -> ByteDFA:
-    """Determinise, optionally reduce to shortest matches, encode as UTF-8, and minimise."""
-    if mode not in ("text", "terminal"):
-        raise ValueError(f"mode must be 'text' or 'terminal', not {mode!r}")
+    """Determinise (the whole text matched: assertions see the text's start and end),
+    encode as UTF-8, and minimise."""
     alpha = _Alphabet(nfa)
-    cdfa = _subset_construction(nfa, alpha, mode, where, max_states)
-    if shortest:
-        cdfa.trans = [({} if cdfa.accept[s] else out) for s, out in enumerate(cdfa.trans)]
+    cdfa = _subset_construction(nfa, alpha, where, max_states)
     trans, accept = _to_bytes(cdfa, max_states * 4, where)
     trans, accept = minimize(trans, accept)
     return ByteDFA(trans, accept)
