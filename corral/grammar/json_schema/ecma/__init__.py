@@ -86,7 +86,7 @@ class EcmaPattern:
         self.source = pattern
         self.parsed: Pattern = parse(pattern, where=where)
         self.max_steps = max_steps
-        self.program = Program(self.parsed)
+        self._program: Program | None = None
         self.irregular: CorralError | None = None
         self._node: ast.Node | None = None
         try:
@@ -98,6 +98,13 @@ class EcmaPattern:
 
     def __repr__(self) -> str:
         return f"EcmaPattern({self.source!r})"
+
+    @property
+    def program(self) -> Program:
+        """The backtracking matcher (built on first use: the grammar needs only the tree)."""
+        if self._program is None:
+            self._program = Program(self.parsed)
+        return self._program
 
     def search_node(self) -> ast.Node:
         """The regex tree of the strings the pattern matches somewhere in.
