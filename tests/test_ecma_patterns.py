@@ -87,6 +87,8 @@ FEATURES: list[Feature] = [
     ("General_Category property", "^\\p{Lu}\\p{Ll}$", {}, "aBé", 2,
      lambda s: len(s) == 2 and s[0].isupper() and s[1].islower()),
     ("negated property", "^\\P{L}$", {}, "a1-", 1, lambda s: s in ("1", "-")),
+    # read with the u flag, as ajv does: \p{L} is a property, never the letters p{L}
+    ("\\p{...} is a property", "^\\p{L}$", {}, "ap{L}1", 4, lambda s: len(s) == 1 and s.isalpha()),
     ("Annex B literal brace", "^a{,2}$", {}, "a{,2}", 5, lambda s: s == "a{,2}"),
     ("Annex B identity escape and class escape range", "^[\\w-.]\\-$", {}, "a.-+", 2,
      lambda s: len(s) == 2 and s[0] in "a.-" and s[1] == "-"),
