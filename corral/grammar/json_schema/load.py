@@ -71,7 +71,7 @@ class LoadedSchema:
         ``format_checker`` when given)."""
         from jsonschema.validators import validator_for
 
-        cls = validator_for(self.schema, default=_validator_class(self.dialect))
+        cls = validator_for(self.schema, default=draft_validator_class(self.dialect))
         return cls(self.schema, registry=self.registry, format_checker=format_checker)
 
 
@@ -117,7 +117,8 @@ def _normalise_dialect(uri: str) -> str:
     return u
 
 
-def _validator_class(dialect: str) -> Any:
+def draft_validator_class(dialect: str) -> Any:
+    """``jsonschema``'s validator class for a known dialect URI."""
     import jsonschema
 
     return {
@@ -181,7 +182,7 @@ def load_schema(spec: Any) -> LoadedSchema:
                 location="/$schema",
                 detail=f"unknown dialect {given!r}; supported: " + ", ".join(DRAFTS),
             )
-    cls = _validator_class(dialect)
+    cls = draft_validator_class(dialect)
     errors = sorted(cls(cls.META_SCHEMA).iter_errors(schema), key=lambda e: list(e.path))
     if errors:
         e = errors[0]

@@ -89,7 +89,7 @@ def _if(b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[st
         return _with(b, schema, ptr, resolver, rest, other)
     cases: list[tuple[Any, Any, str]] | None  # (condition, then or else, which)
     if kinds is None:
-        cases = _property_cases(b, cond, rest, then, other, resolver)
+        cases = _property_cases(b, cond, rest, then, other, resolver, ptr)
         detail = "split by the property's value"
         if cases is None and surely_empty(other, ann):  # every value must pass `if`, `then`
             return _with(b, schema, ptr, resolver, rest, {"allOf": [cond, then]})
@@ -122,7 +122,7 @@ def _if(b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[st
 
 
 def _property_cases(
-    b: _Builder, cond: Any, rest: dict[str, Any], then: Any, other: Any, resolver: Any
+    b: _Builder, cond: Any, rest: dict[str, Any], then: Any, other: Any, resolver: Any, ptr: str
 ) -> list[tuple[Any, Any, str]] | None:
     """An ``if`` that tests one property against a finite set of values (the discriminator
     of a tagged union: ``{"properties": {"kind": {"const": "a"}}}``), where the schema
@@ -143,9 +143,15 @@ def _property_cases(
     if not isinstance(props, dict) or len(props) != 1 or any(r not in props for r in required):
         return None
     ((name, test),) = props.items()
-    tested = finite_values(b.deref(test, "", resolver)[0], ann)
+    tested = finite_values(
+        b.deref(test, pointer_join(ptr, "if", "properties", name), resolver)[0], ann
+    )
     own = rest.get("properties", {}).get(name) if isinstance(rest.get("properties"), dict) else None
-    values = None if own is None else finite_values(b.deref(own, "", resolver)[0], ann)
+    values = (
+        None
+        if own is None
+        else finite_values(b.deref(own, pointer_join(ptr, "properties", name), resolver)[0], ann)
+    )
     if tested is None or values is None:
         return None
     keys = {json.dumps(v, sort_keys=True) for v in tested}

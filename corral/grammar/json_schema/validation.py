@@ -43,6 +43,7 @@ __all__ = [
     "ExactValidation",
     "FinalCheck",
     "FinalCheckWarning",
+    "NumberRangeError",
     "format_checker",
     "parse_document",
 ]
@@ -53,6 +54,10 @@ MAX_PATTERNS = 4096
 
 class DuplicateKeyError(CorralError, ValueError):
     """A JSON object in the document repeats a name."""
+
+
+class NumberRangeError(CorralError, ValueError):
+    """A number in the document has an exponent beyond what decimal arithmetic holds."""
 
 
 class FinalCheckWarning(RuntimeWarning):
@@ -66,8 +71,8 @@ def parse_document(text: str | bytes) -> Any:
 
     Raises:
         ValueError: not JSON (``json.JSONDecodeError``), ``NaN``/``Infinity``, a number
-            whose exponent is beyond decimal arithmetic, or a repeated name
-            (:class:`DuplicateKeyError`).
+            whose exponent is beyond decimal arithmetic (:class:`NumberRangeError`), or a
+            repeated name (:class:`DuplicateKeyError`).
         RecursionError: the document nests too deeply for Python's JSON parser.
     """
     return json.loads(
@@ -79,7 +84,7 @@ def _decimal(text: str) -> Decimal:
     try:
         return Decimal(text)
     except ArithmeticError:  # an exponent beyond what decimal arithmetic holds
-        raise ValueError(f"the number {text[:40]} is out of range") from None
+        raise NumberRangeError(f"the number {text[:40]} is out of range") from None
 
 
 def _no_constant(name: str) -> Any:
@@ -232,26 +237,28 @@ class FinalCheck:
         try:
             value = parse_document(text)
         except RecursionError:
-            self._undecided("the document nests too deeply to parse")
+            self._undecided("depth", "the document nests too deeply to parse")
             return False
-        except ValueError as e:  # not JSON, a repeated name, a number out of range
-            if "out of range" in str(e):
-                self._undecided(str(e))
+        except NumberRangeError as e:
+            self._undecided("number", str(e))
+            return False
+        except ValueError:  # not JSON, or a repeated name: invalid
             return False
         try:
             return self.validation.is_valid(value)
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except RecursionError:
-            self._undecided("the document nests too deeply to validate")
+            self._undecided("depth", "the document nests too deeply to validate")
         except BaseException as e:  # any failure to decide refuses
-            self._undecided(f"{type(e).__name__}: {e}")
+            self._undecided(type(e).__name__, f"{type(e).__name__}: {e}")
         return False
 
-    def _undecided(self, reason: str) -> None:
-        if reason in self._warned:
+    def _undecided(self, kind: str, reason: str) -> None:
+        """Warn once per kind of failure (the reasons of one kind differ only in detail)."""
+        if kind in self._warned:
             return
-        self._warned.add(reason)
+        self._warned.add(kind)
         warnings.warn(
             f"the schema's final check could not decide a document and refused it ({reason})",
             FinalCheckWarning,
@@ -267,9 +274,9 @@ def _validator_class(loaded: LoadedSchema, patterns: _Patterns) -> Any:
     from jsonschema import ValidationError
     from jsonschema.validators import extend, validator_for
 
-    from .load import _validator_class as draft_class
+    from .load import draft_validator_class
 
-    base = validator_for(loaded.schema, default=draft_class(loaded.dialect))
+    base = validator_for(loaded.schema, default=draft_validator_class(loaded.dialect))
     search = patterns.search
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
