@@ -20,6 +20,7 @@ from corral import (
     allocate_bitmask,
     bitmask_to_bool,
 )
+from corral.errors import CacheWarning
 
 
 def allowed(m: corral.Matcher) -> np.ndarray:
@@ -322,10 +323,12 @@ def test_disk_cache_roundtrip_and_rejects_foreign_files(gpt2, tmp_path) -> None:
     assert np.array_equal(allowed(m1), allowed(m2))
     # a file written for another grammar is ignored (and nothing changes)
     other = corral.compile('start: "a"+', vocab, cache=False, precompute=False)
-    assert not other.load_caches(files[0])
+    with pytest.warns(CacheWarning, match="another grammar"):
+        assert not other.load_caches(files[0])
     assert other.cache_stats()["cached_states"] == 0
     # a damaged file is ignored and rewritten
     files[0].write_bytes(b"not a zip file")
-    third = corral.compile(text, vocab, cache=False, cache_dir=tmp_path)
+    with pytest.warns(CacheWarning, match="damaged"):
+        third = corral.compile(text, vocab, cache=False, cache_dir=tmp_path)
     assert third.cache_stats()["cached_states"] == third.cache_stats()["lexer_states"]
     assert corral.compile(text, vocab, cache=False, precompute=False).load_caches(files[0])
