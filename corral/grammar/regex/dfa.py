@@ -30,7 +30,7 @@ import contextvars
 import itertools
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -364,32 +364,40 @@ def _to_bytes(cdfa: _CharDFA, max_states: int, where: str) -> tuple[np.ndarray, 
     live = live_states(cdfa.trans, cdfa.accept)
     if not live[0]:
         return np.zeros((0, 256), np.int32), np.zeros(0, bool)
+    blocks = cdfa.blocks
+
+    def chars_of(mask: int) -> CharSet:
+        out = CharSet()
+        while mask:
+            low = mask & -mask
+            out = out.union(blocks[low.bit_length() - 1])
+            mask ^= low
+        return out
+
+    rows, accept, _ = utf8_automaton(cdfa.trans, cdfa.accept, live, chars_of, max_states, where)
+    return rows, accept
+
+
+def utf8_automaton(
+    trans: list[dict[int, int]],
+    accept: list[bool],
+    live: list[bool],
+    chars_of: Callable[[int], CharSet],
+    max_states: int,
+    where: str,
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """A DFA over character blocks (``trans[q]``: block -> state; ``chars_of(mask)``: the
+    code points of a bitmask of blocks) → the same automaton over UTF-8 bytes, keeping the
+    states that are ``live``. Multi-byte characters get intermediate states, shared by
+    hash-consing. Returns ``int32 [n, 256]`` transitions, ``bool [n]`` accepting flags and,
+    per byte state, the character state it stands for (-1: an intermediate state)."""
     node_index: dict[object, int] = {}
     rows: list[np.ndarray] = []
-    accept: list[bool] = []
-    pending: deque[tuple[int, object]] = deque()
+    acc: list[bool] = []
+    of_char: list[int] = []
+    pending: deque[tuple[int, frozenset[tuple[tuple[tuple[int, int], ...], int]]]] = deque()
 
-    def char_state_node(q: int) -> int:
-        key = ("q", q)
-        j = node_index.get(key)
-        if j is None:
-            j = _new_node(key, cdfa.accept[q])
-            seqs: list[tuple[tuple[tuple[int, int], ...], int]] = []
-            by_target: dict[int, list[CharSet]] = {}
-            for b, t in cdfa.trans[q].items():
-                if live[t]:
-                    by_target.setdefault(t, []).append(cdfa.blocks[b])
-            for t, sets in by_target.items():
-                cs = sets[0]
-                for extra in sets[1:]:
-                    cs = cs.union(extra)
-                for lo, hi in cs.ranges:
-                    for seq in utf8_sequences(lo, hi):
-                        seqs.append((seq, t))
-            pending.append((j, frozenset(seqs)))
-        return j
-
-    def _new_node(key: object, acc: bool) -> int:
+    def new_node(key: object, accepting: bool, q: int) -> int:
         if len(rows) & 63 == 63:
             _check_deadline(where)
         if len(rows) >= max_states:
@@ -399,42 +407,56 @@ def _to_bytes(cdfa: _CharDFA, max_states: int, where: str) -> tuple[np.ndarray, 
             )
         j = node_index[key] = len(rows)
         rows.append(np.full(256, -1, np.int32))
-        accept.append(acc)
+        acc.append(accepting)
+        of_char.append(q)
+        return j
+
+    def char_node(q: int) -> int:
+        j = node_index.get(("q", q))
+        if j is None:
+            j = new_node(("q", q), accept[q], q)
+            by_target: dict[int, int] = {}
+            for b, t in trans[q].items():
+                if live[t]:
+                    by_target[t] = by_target.get(t, 0) | (1 << b)
+            seqs = [
+                (seq, t)
+                for t, m in by_target.items()
+                for lo, hi in chars_of(m).ranges
+                for seq in utf8_sequences(lo, hi)
+            ]
+            pending.append((j, frozenset(seqs)))
         return j
 
     def inner_node(seqs: frozenset[tuple[tuple[tuple[int, int], ...], int]]) -> int:
-        key = ("n", seqs)
-        j = node_index.get(key)
+        j = node_index.get(("n", seqs))
         if j is None:
-            j = _new_node(key, False)
+            j = new_node(("n", seqs), False, -1)
             pending.append((j, seqs))
         return j
 
-    char_state_node(0)
+    char_node(0)
     while pending:
         j, seqs = pending.popleft()
-        assert isinstance(seqs, frozenset)
         cuts = {0, 256}
         for seq, _t in seqs:
-            cuts.add(seq[0][0])
-            cuts.add(seq[0][1] + 1)
+            cuts.update((seq[0][0], seq[0][1] + 1))
         cl = sorted(cuts)
-        row = rows[j]
         for lo, nx in itertools.pairwise(cl):
             hi = nx - 1
             rest = []
-            final_target = -1
+            final = -1
             for seq, t in seqs:
                 if seq[0][0] <= lo and hi <= seq[0][1]:
                     if len(seq) == 1:
-                        final_target = t
+                        final = t
                     else:
                         rest.append((seq[1:], t))
-            if final_target >= 0:
-                row[lo : hi + 1] = char_state_node(final_target)
+            if final >= 0:
+                rows[j][lo : hi + 1] = char_node(final)
             elif rest:
-                row[lo : hi + 1] = inner_node(frozenset(rest))
-    return np.stack(rows).astype(np.int32), np.array(accept, bool)
+                rows[j][lo : hi + 1] = inner_node(frozenset(rest))
+    return np.stack(rows).astype(np.int32), np.array(acc, bool), of_char
 
 
 def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

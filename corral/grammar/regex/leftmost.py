@@ -21,16 +21,20 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections import deque
 
 import numpy as np
 
 from ...errors import CompileBudgetError, UnsupportedFeatureError
 from . import ast
 from .charset import MAX_CODE_POINT, NEWLINE, SURROGATES, CharSet
-from .dfa import DEFAULT_MAX_DFA_STATES, ByteDFA, minimize_with_blocked
+from .dfa import (
+    DEFAULT_MAX_DFA_STATES,
+    ByteDFA,
+    live_states,
+    minimize_with_blocked,
+    utf8_automaton,
+)
 from .python_syntax import parse_python_regex
-from .utf8 import utf8_sequences
 
 __all__ = ["leftmost_first_dfa"]
 
@@ -364,22 +368,12 @@ def leftmost_first_dfa(
                 detail="a lexeme that may end only before certain characters, never at the "
                 "end of the text, cannot be enforced; use a negative lookahead (?!...)",
             )
-    # live: can still reach a match
-    rev: list[list[int]] = [[] for _ in range(n_q)]
-    for q, row in enumerate(trans):
-        for t in row.values():
-            rev[t].append(q)
-    live = list(end_eot)
-    todo = [q for q in range(n_q) if live[q]]
-    while todo:
-        t = todo.pop()
-        for q in rev[t]:
-            if not live[q]:
-                live[q] = True
-                todo.append(q)
+    live = live_states(trans, end_eot)  # can still reach a match
     if not live[0]:
         return ByteDFA.empty(), None
-    byte_trans, accept, of_char = _utf8_automaton(trans, end_eot, live, blocks, max_states * 4)
+    byte_trans, accept, of_char = utf8_automaton(
+        trans, end_eot, live, blocks.chars, max_states * 4, where
+    )
     blocked = None
     if next_dependent:
         blocked = np.zeros((byte_trans.shape[0], 256), bool)
@@ -427,77 +421,3 @@ def _may_end_before(byte: int, end_blocks: int, blocks: _Blocks, where: str) -> 
             "(e.g. an ASCII class)",
         )
     return found.pop() if found else True
-
-
-def _utf8_automaton(
-    trans: list[dict[int, int]],
-    accept: list[bool],
-    live: list[bool],
-    blocks: _Blocks,
-    max_states: int,
-) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """A DFA over code-point blocks → the same automaton over UTF-8 bytes (intermediate
-    states for multi-byte characters, shared by hash-consing). Returns ``int32 [n, 256]``
-    transitions, ``bool [n]`` accepting flags, and per byte state the character state it
-    stands for (-1 for an intermediate state)."""
-    index: dict[object, int] = {}
-    rows: list[np.ndarray] = []
-    acc: list[bool] = []
-    of_char: list[int] = []
-    pending: deque[tuple[int, frozenset[tuple[tuple[tuple[int, int], ...], int]]]] = deque()
-
-    def node(key: object, is_accepting: bool, q: int) -> int:
-        if len(rows) >= max_states:
-            raise CompileBudgetError(f"the byte automaton needs more than {max_states} states")
-        j = index[key] = len(rows)
-        rows.append(np.full(256, -1, np.int32))
-        acc.append(is_accepting)
-        of_char.append(q)
-        return j
-
-    def char_node(q: int) -> int:
-        j = index.get(("q", q))
-        if j is None:
-            j = node(("q", q), accept[q], q)
-            by_target: dict[int, int] = {}
-            for b, t in trans[q].items():
-                if live[t]:
-                    by_target[t] = by_target.get(t, 0) | (1 << b)
-            seqs = [
-                (seq, t)
-                for t, m in by_target.items()
-                for lo, hi in blocks.chars(m).ranges
-                for seq in utf8_sequences(lo, hi)
-            ]
-            pending.append((j, frozenset(seqs)))
-        return j
-
-    def inner_node(seqs: frozenset[tuple[tuple[tuple[int, int], ...], int]]) -> int:
-        j = index.get(("n", seqs))
-        if j is None:
-            j = node(("n", seqs), False, -1)
-            pending.append((j, seqs))
-        return j
-
-    char_node(0)
-    while pending:
-        j, seqs = pending.popleft()
-        cuts = {0, 256}
-        for seq, _t in seqs:
-            cuts.update((seq[0][0], seq[0][1] + 1))
-        cl = sorted(cuts)
-        for lo, nx in itertools.pairwise(cl):
-            hi = nx - 1
-            rest = []
-            final = -1
-            for seq, t in seqs:
-                if seq[0][0] <= lo and hi <= seq[0][1]:
-                    if len(seq) == 1:
-                        final = t
-                    else:
-                        rest.append((seq[1:], t))
-            if final >= 0:
-                rows[j][lo : hi + 1] = char_node(final)
-            elif rest:
-                rows[j][lo : hi + 1] = inner_node(frozenset(rest))
-    return np.stack(rows).astype(np.int32), np.array(acc, bool), of_char
