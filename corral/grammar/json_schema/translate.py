@@ -406,6 +406,10 @@ class _Builder:
 
     annotations = ANNOTATIONS
 
+    def exact(self, ptr: str, kw: str, detail: str = "") -> None:
+        """Keyword ``kw`` at ``ptr`` is expressed exactly by the grammar."""
+        self.note(ptr, kw, EXACT, detail)
+
     def union(self, branches: list[Any], pointers: list[str]) -> dict[str, Any]:
         """A synthetic ``{"anyOf": branches}`` whose branches are reported at
         ``pointers`` (where the user wrote them) rather than under an ``anyOf``."""
@@ -637,7 +641,8 @@ class _Builder:
         if any(k not in ANNOTATIONS for k in rest):
             kw = "enum" if "enum" in schema else "const"
             base = getattr(resolver, "_base_uri", "")
-            values = [v for v in values if self.satisfies(v, rest, base, pointer_join(ptr, kw))]
+            keep = self.sibling_filter(rest, base, pointer_join(ptr, kw))
+            values = [v for v in values if keep(v)]
         name = self.fresh("enum")
         seen: set[str] = set()
         words: list[str] = []  # strings, booleans and null: spelled one way each
@@ -672,19 +677,26 @@ class _Builder:
         assert name is not None
         return name
 
-    def satisfies(self, value: Any, schema: dict[str, Any], base_uri: str, ptr: str) -> bool:
-        """Whether an enum/const ``value`` (at ``ptr``) is valid for its sibling keywords
+    def sibling_filter(
+        self, schema: dict[str, Any], base_uri: str, ptr: str
+    ) -> Callable[[Any], bool]:
+        """Whether an enum/const value (at ``ptr``) is valid for its sibling keywords
         ``schema``, whose references resolve from ``base_uri``. Where validation cannot
         decide (a pattern beyond its backtracking budget, say), the value is kept and the
-        final check decides."""
+        keyword is left to the final check."""
         if self._validation is None:
             self._validation = ExactValidation(self.loaded)
-        try:
-            return self._validation.fragment_is_valid(value, schema, base_uri)
-        except Exception as e:  # undecided: the final check decides
-            kw = ptr.rsplit("/", 1)[-1]
-            self._needs_check(ptr, kw, f"a value could not be checked ({type(e).__name__})")
-            return True
+        is_valid = self._validation.fragment_validator(schema, base_uri)
+        kw = ptr.rsplit("/", 1)[-1]
+
+        def keep(value: Any) -> bool:
+            try:
+                return is_valid(value)
+            except Exception as e:  # undecided: the final check decides
+                self._needs_check(ptr, kw, f"a value could not be checked ({type(e).__name__})")
+                return True
+
+        return keep
 
     def const(self, v: Any) -> str:
         if isinstance(v, dict):
@@ -896,7 +908,7 @@ class _Builder:
         if cap is not None and cap < lo:
             return None
         if c_sub is not None:
-            hit = self._contains_hit(s, ptr, c_resolver, rest, c_sub, n, cap, least)
+            hit = self._contains_hit(s, ptr, c_resolver, rest, c_sub, n, lo, cap, least)
             if hit is False:
                 return None
             if isinstance(hit, str):
@@ -976,6 +988,7 @@ class _Builder:
         rest: Any,
         c_sub: Any,
         n: int,
+        lo: int,
         cap: int | None,
         least: int,
     ) -> str | bool | None:
@@ -985,7 +998,7 @@ class _Builder:
         enough states); ``False`` when no item can; ``None`` (after noting the final
         check) otherwise."""
         c_ptr = pointer_join(ptr, "contains")
-        states = ((cap if cap is not None else least) + 1) * (least + 1)
+        states = ((cap if cap is not None else max(lo, 1)) + 1) * (least + 1)  # _contains_array
         if (
             n
             or "maxContains" in s
@@ -1041,17 +1054,14 @@ class _Builder:
         rest_s, _, _ = self.deref(rest, ptr, resolver)
         values = finite_values(rest_s, ANNOTATIONS)
         choices: list[list[Any]] = []
-        for i in range(lo):
-            if i < len(prefix):
-                item, _, _ = self.deref(prefix[i], ptr, resolver)
-                c = finite_values(item, ANNOTATIONS)
-            elif values is not None and lo - len(prefix) > len(values):
-                choices = [[]]  # more items than distinct values
-                break
-            else:
-                c = values
+        for item in prefix[:lo]:
+            c = finite_values(self.deref(item, ptr, resolver)[0], ANNOTATIONS)
             if c is not None:
                 choices.append(c)
+        after = lo - len(prefix)  # required items beyond the prefix
+        if values is not None and after > 0:
+            # more required items than distinct values: no matching can place them
+            choices += [values] * after if after <= len(values) else [[]]
         if not distinct_choice_possible(choices):
             self.note(
                 pointer_join(ptr, "uniqueItems"),
@@ -1181,18 +1191,11 @@ class _Builder:
         counts = self._property_counts(s, ptr, named, extra_pair, len(pair_syms))
         if counts is None:
             return None
-        deps = self._dependencies(s, ptr, [k for k, _, _ in parts])
+        room = MAX_COUNT_STATES // ((len(pair_syms) + 2) * (counts[2] + 1))
+        deps = self._dependencies(s, ptr, [k for k, _, _ in parts], room)
         if self.opt.property_order == "any":
             if len(named) <= self.opt.any_order_max_properties:
-                index = [i for i, (p, _) in enumerate(pair_syms) if p is not None]
-                named_deps = [
-                    (index.index(t), [index.index(d) for d in ds if d in index])
-                    if all(d in index for d in ds)
-                    else (index.index(t), [-1])  # a dependency that cannot be present
-                    for t, ds in deps
-                    if t in index
-                ]
-                return self._any_order(named, extra_pair, counts, named_deps)
+                return self._any_order(pair_syms, extra_pair, counts, deps)
             self.note(pointer_join(ptr, "properties"), "properties", EXACT,
                       f"written in schema order: more than "
                       f"{self.opt.any_order_max_properties} properties")  # fmt: skip
@@ -1217,10 +1220,10 @@ class _Builder:
         for t, ds in deps:
             for i in (t, *ds):
                 bit.setdefault(i, len(bit))
-        need = [(1 << bit[t], sum(1 << bit[d] for d in ds if d >= 0), -1 in ds) for t, ds in deps]
+        need = [(1 << bit[t], sum(1 << bit[d] for d in ds)) for t, ds in deps]
 
         def complete(present: int) -> bool:
-            return all(not present & t or (not gone and present & d == d) for t, d, gone in need)
+            return all(not present & t or present & d == d for t, d in need)
 
         names: dict[tuple[int, int, int], str] = {}
 
@@ -1252,12 +1255,13 @@ class _Builder:
         return self._seq("obj", self.punct("{"), start, self.punct("}"))
 
     def _dependencies(
-        self, s: dict[str, Any], ptr: str, names: list[str]
+        self, s: dict[str, Any], ptr: str, names: list[str], room: int
     ) -> list[tuple[int, list[int]]]:
         """``dependentRequired`` (and the array form of ``dependencies``) as
         ``(trigger, dependents)`` pairs of indices into ``names`` (the properties the
         grammar writes by name), when every name involved is one of them and there are
-        at most :data:`MAX_DEPENDENT_NAMES`; otherwise the keyword is the final
+        at most :data:`MAX_DEPENDENT_NAMES`, and tracking which were written multiplies
+        the object's states by at most ``room``; otherwise the keyword is the final
         check's and nothing is returned for it."""
         out: list[tuple[int, list[int]]] = []
         for kw in ("dependentRequired", "dependencies"):
@@ -1269,7 +1273,11 @@ class _Builder:
                 self._needs_check(kw_ptr, kw, "schema dependencies")
                 continue
             involved = {t for t, _ in pairs} | {d for _, v in pairs for d in v}
-            if not involved <= set(names) or len(involved) > MAX_DEPENDENT_NAMES:
+            if (
+                not involved <= set(names)
+                or len(involved) > MAX_DEPENDENT_NAMES
+                or 1 << len(involved) > room
+            ):
                 self._needs_check(kw_ptr, kw, "names not declared, or too many")
                 continue
             self.note(kw_ptr, kw, EXACT)
@@ -1325,20 +1333,20 @@ class _Builder:
 
     def _any_order(
         self,
-        named: list[tuple[str, bool]],
+        pair_syms: list[tuple[str | None, bool]],
         extra_pair: str | None,
         counts: tuple[int, int | None, int],
         deps: list[tuple[int, list[int]]],
     ) -> str:
-        """An object whose named properties come in any order, each at most once, the
-        required ones all present, additional pairs anywhere, ``least`` to ``most`` pairs in
-        all, and the dependents of each trigger in ``deps`` present with it (``-1``: a
-        dependent that cannot occur): states are the sets of properties written so far
-        (hence the size limit) and the count of pairs (as in :meth:`_property_counts`)."""
+        """An object whose named properties (``None``: one that cannot occur) come in any
+        order, each at most once, the required ones all present, additional pairs
+        anywhere, ``least`` to ``most`` pairs in all, and the dependents of each trigger in
+        ``deps`` present with it: states are the sets of properties written so far (hence
+        the size limit) and the count of pairs (as in :meth:`_property_counts`)."""
         least, most, top = counts
         comma = self.punct(",")
         required = 0
-        for i, (_, req) in enumerate(named):
+        for i, (_, req) in enumerate(pair_syms):
             if req:
                 required |= 1 << i
         names: dict[tuple[int, int], str] = {}
@@ -1351,15 +1359,15 @@ class _Builder:
             if (
                 mask & required == required
                 and c >= least
-                and all(
-                    not mask >> t & 1 or all(d >= 0 and mask >> d & 1 for d in ds) for t, ds in deps
-                )
+                and all(not mask >> t & 1 or all(mask >> d & 1 for d in ds) for t, ds in deps)
             ):
                 self.add(lhs)
             if most is not None and c >= most:
                 continue
             moves: list[tuple[str, int]] = [
-                (pair, mask | 1 << i) for i, (pair, _) in enumerate(named) if not mask >> i & 1
+                (pair, mask | 1 << i)
+                for i, (pair, _) in enumerate(pair_syms)
+                if pair is not None and not mask >> i & 1
             ]
             if extra_pair is not None:
                 moves.append((extra_pair, mask))

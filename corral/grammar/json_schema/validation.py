@@ -31,7 +31,7 @@ import json
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -191,15 +191,11 @@ class ExactValidation:
         exact numbers) is valid for the whole schema."""
         return bool(self._root.is_valid(value))
 
-    def first_error(self, value: Any) -> str | None:
-        """The message of one validation error of ``value``, or ``None`` if it is valid."""
-        err = next(iter(self._root.iter_errors(value)), None)
-        return None if err is None else str(err.message)
-
-    def fragment_is_valid(self, value: Any, schema: Any, base_uri: str = "") -> bool:
-        """Whether ``value`` is valid for ``schema``, a subschema (or a schema built from
-        parts of this one) whose references resolve from ``base_uri`` in the whole
-        document (``""``: the root). Floats in both are read as the decimals they spell."""
+    def fragment_validator(self, schema: Any, base_uri: str = "") -> Callable[[Any], bool]:
+        """``is_valid(value)`` for ``schema``, a subschema (or a schema built from parts of
+        this one) whose references resolve from ``base_uri`` in the whole document
+        (``""``: the root). Floats in the schema and in the values are read as the
+        decimals they spell."""
         resolver = self.loaded.registry.resolver(base_uri=base_uri or ROOT_URI)
         v = self.cls(
             for_validation(schema, root=False),
@@ -207,7 +203,7 @@ class ExactValidation:
             format_checker=self.format_checker,
             _resolver=resolver,
         )
-        return bool(v.is_valid(exact_numbers(value)))
+        return lambda value: bool(v.is_valid(exact_numbers(value)))
 
 
 class FinalCheck:

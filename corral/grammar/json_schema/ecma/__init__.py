@@ -95,6 +95,7 @@ class EcmaPattern:
             self.irregular = e
         self._dfa: list[list[int]] | None = None
         self._accept: list[bool] = []
+        self._no_dfa = False
 
     def __repr__(self) -> str:
         return f"EcmaPattern({self.source!r})"
@@ -127,7 +128,7 @@ class EcmaPattern:
         """
         if self._dfa is not None:
             return self._dfa_search(text)
-        if self._node is None:
+        if self._node is None or self._no_dfa:
             return self.program.search(text, max_steps=self.max_steps)
         try:
             return self.program.search(text, max_steps=_STEPS_BEFORE_AUTOMATON)
@@ -136,6 +137,7 @@ class EcmaPattern:
         try:
             self._build_dfa()
         except CompileBudgetError:
+            self._no_dfa = True  # too large: backtracking with the full budget from now on
             return self.program.search(text, max_steps=self.max_steps)
         return self._dfa_search(text)
 
