@@ -324,3 +324,22 @@ def test_dependent_required_in_any_order(llama3) -> None:  # type: ignore[no-unt
             d = {k: 1 for k in keys}
             text = json.dumps(d, separators=(",", ":"))
             assert accepted(c, tok, text) == v.is_valid(d), text
+
+
+def test_tag_values_compare_as_json_numbers(llama3) -> None:  # type: ignore[no-untyped-def]
+    """``1`` and ``1.0`` are one JSON value: a tag equal to the tested value in another
+    spelling takes the ``then`` branch only."""
+    tok, vocab = llama3
+    schema = {
+        "type": "object",
+        "properties": {"k": {"enum": [1, 2]}, "x": {"type": "integer"}},
+        "required": ["k"],
+        "additionalProperties": False,
+        "if": {"properties": {"k": {"const": 1.0}}},
+        "then": {"required": ["x"]},
+    }
+    rules_only = corral.compile(schema, vocab, final_check=False)
+    v = jsonschema.Draft202012Validator(schema)
+    for d in ({"k": 1}, {"k": 1, "x": 3}, {"k": 2}, {"k": 2, "x": 3}):
+        text = json.dumps(d, separators=(",", ":"))
+        assert accepted(rules_only, tok, text) == v.is_valid(d), text

@@ -21,11 +21,17 @@ the schema empty, so an empty language is reported at compile time
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from .load import pointer_join
-from .value_sets import ALL_KINDS, finite_values, kinds_of, surely_empty, type_of_kinds
+from .value_sets import (
+    ALL_KINDS,
+    finite_values,
+    kinds_of,
+    surely_empty,
+    type_of_kinds,
+    value_key,
+)
 
 if TYPE_CHECKING:
     from .translate import _Builder
@@ -59,12 +65,12 @@ def _not(b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[s
         return schema  # the final check enforces it
     left = _own_kinds(b, schema) - banned
     if not left:
-        b.note(n_ptr, "not", "exact", "no value is left")
+        b.exact(n_ptr, "not", "no value is left")
         return None
     t = type_of_kinds(left)
     if t is None:
         return schema  # "a number that is not an integer" has no type name
-    b.note(n_ptr, "not", "exact", "removes types")
+    b.exact(n_ptr, "not", "removes types")
     out = {k: v for k, v in schema.items() if k != "not"}
     if left != ALL_KINDS:
         out["type"] = t
@@ -154,8 +160,8 @@ def _property_cases(
     )
     if tested is None or values is None:
         return None
-    keys = {json.dumps(v, sort_keys=True) for v in tested}
-    others = [v for v in values if json.dumps(v, sort_keys=True) not in keys]
+    keys = {value_key(v) for v in tested}
+    others = [v for v in values if value_key(v) not in keys]
     yes: dict[str, Any] = {"properties": {name: {"enum": tested}}}
     if required:
         yes["required"] = [name]
@@ -190,20 +196,18 @@ def _with(
 def _exact(b: _Builder, schema: dict[str, Any], ptr: str, detail: str) -> None:
     for kw in ("if", "then", "else"):
         if kw in schema:
-            b.note(pointer_join(ptr, kw), kw, "exact", detail)
+            b.exact(pointer_join(ptr, kw), kw, detail)
 
 
 def _one_of(b: _Builder, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
-    from .translate import _canonical
-
     branches = list(schema["oneOf"])
-    keys = [_canonical(x) for x in branches]
+    keys = [value_key(x) for x in branches]
     kept = [x for x, k in zip(branches, keys, strict=True) if keys.count(k) == 1]
     if len(kept) == len(branches):
         return schema
     o_ptr = pointer_join(ptr, "oneOf")
     if not kept:
-        b.note(o_ptr, "oneOf", "exact", "every branch occurs twice: no value matches one")
+        b.exact(o_ptr, "oneOf", "every branch occurs twice: no value matches one")
         return None
     b.needs_check(o_ptr, "oneOf", "exclusivity (branches that occur twice are left out)")
     out = dict(schema)

@@ -27,6 +27,7 @@ __all__ = [
     "kinds_of",
     "surely_empty",
     "type_of_kinds",
+    "value_key",
 ]
 
 ALL_KINDS = frozenset({"null", "boolean", "object", "array", "string", "int", "frac"})
@@ -111,7 +112,8 @@ def finite_values(schema: Any, annotations: frozenset[str]) -> list[Any] | None:
         values = [schema["const"]]
     if "enum" in schema:
         enum = list(schema["enum"])
-        values = enum if values is None else [v for v in values if _key(v) in map(_key, enum)]
+        in_enum = {value_key(x) for x in enum}
+        values = enum if values is None else [v for v in values if value_key(v) in in_enum]
     kinds = kinds_of({k: v for k, v in schema.items() if k not in ("const", "enum")}, annotations)
     if values is not None:
         if kinds is None:
@@ -126,7 +128,7 @@ def distinct_choice_possible(choices: list[list[Any]]) -> bool:
     """Whether each position can take a different value, position ``i`` choosing from
     ``choices[i]`` (a system of distinct representatives: a bipartite matching)."""
     match: dict[str, int] = {}  # value key -> position
-    keyed = [[_key(v) for v in c] for c in choices]
+    keyed = [[value_key(v) for v in c] for c in choices]
 
     def place(i: int, seen: set[str]) -> bool:
         for v in keyed[i]:
@@ -155,7 +157,7 @@ def _kind(v: Any) -> str:
     return "array" if isinstance(v, list) else "object"
 
 
-def _key(v: Any) -> str:
+def value_key(v: Any) -> str:
     """A canonical spelling of a JSON value: equal values (``1``, ``1.0``) get one key."""
 
     def norm(x: Any) -> Any:
@@ -174,7 +176,7 @@ def _distinct(values: Any) -> list[Any]:
     seen: set[str] = set()
     out = []
     for v in values:
-        k = _key(v)
+        k = value_key(v)
         if k not in seen:
             seen.add(k)
             out.append(v)
