@@ -88,7 +88,18 @@ class CompletionChecker:
         for byte in sorted(self.byte_token):
             rep.setdefault(int(byte_class[byte]), byte)
         self.class_bytes = np.array(sorted(rep.values()), np.int64)
-        self._byte_class = np.asarray(byte_class, np.int64)
+        # fallback tokens (EOS, then every single-byte token) and their groups: a byte
+        # class each, each EOS id a group of its own numbered below 0
+        eos = np.array(vocab.eos_token_ids, np.int64)
+        self._fallback = (
+            np.concatenate([eos, single.astype(np.int64)]),
+            np.concatenate(
+                [
+                    -1 - np.arange(len(eos), dtype=np.int64),
+                    np.asarray(byte_class, np.int64)[data[offsets[single]]],
+                ]
+            ),
+        )
         self._classes = np.array(sorted(rep), np.int64)
         self._comp = np.zeros(max(1, len(rep)), np.int64)
         self._can_end = bool(vocab.eos_token_ids)
@@ -232,15 +243,7 @@ class CompletionChecker:
         of its own, numbered below 0). While ``slots`` is completable and ``pos`` is its
         first unknown slot, one of them passes (as with :meth:`candidates`, which holds
         one token per group)."""
-        vocab = self.compiled.vocab
-        eos = np.array(vocab.eos_token_ids, np.int64)
-        data, offsets = vocab.byte_table()
-        single = np.flatnonzero((np.diff(offsets) == 1) & (vocab.kinds == NORMAL))
-        tokens = np.concatenate([eos, single.astype(np.int64)])
-        groups = np.concatenate(
-            [-1 - np.arange(len(eos), dtype=np.int64), self._byte_class[data[offsets[single]]]]
-        )
-        return tokens, groups
+        return self._fallback
 
     def fill(
         self, slots: Sequence[int], preferred: Sequence[Sequence[int]] | None = None
