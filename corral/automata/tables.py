@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..grammar.follow import follow_terminals, nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
 
 # header slots of `gt`
@@ -119,19 +120,9 @@ class Tables:
 def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) -> Tables:
     """Lay out ``grammar`` as flat tables. ``special_terms``: terminal name → special token id."""
     special_terms = special_terms or {}
-    term_names = sorted(grammar.terminals)
+    term_names, nt_names, prods = numbered(grammar)  # productions: S' -> start first
     t_index = {n: i for i, n in enumerate(term_names)}
-    nt_names = ["__S'", *grammar.nonterminals()]
-    n_index = {n: i for i, n in enumerate(nt_names)}
     NT, NN = len(term_names), len(nt_names)
-
-    def sym(name: str) -> int:
-        return t_index[name] if name in t_index else NT + n_index[name]
-
-    # productions: S' -> start first
-    prods: list[tuple[int, list[int]]] = [(0, [sym(grammar.start)])]
-    for r in grammar.rules:
-        prods.append((n_index[r.lhs], [sym(s) for s in r.rhs]))
     item_sym: list[int] = []
     item_lhs: list[int] = []
     first_item: list[int] = []
@@ -151,15 +142,8 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     for a in range(NN):
         pred_items.extend(by_nt[a])
         pred_start[a + 1] = len(pred_items)
-    # nullable nonterminals
-    nullable = np.zeros(NN, np.int32)
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in prods:
-            if not nullable[lhs] and all(s >= NT and nullable[s - NT] for s in rhs):
-                nullable[lhs] = 1
-                changed = True
+    nullable_nt = nullable_nonterminals(prods, NT, NN)
+    nullable = np.array(nullable_nt, np.int32)
 
     # lexer: all terminal DFAs side by side
     offsets = np.zeros(NT + 1, np.int32)
@@ -204,7 +188,8 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         special[t_index[name]] = tok
     dfas = [grammar.terminals[n].dfa for n in term_names]
     special_idx = {t_index[n] for n in special_terms}
-    follow_bits = _follow_bytes(prods, NT, NN, nullable, dfas, set(ignore_list), special_idx)
+    follow = follow_terminals(prods, NT, NN, nullable_nt)
+    follow_bits = _follow_bytes(follow, NT, dfas, set(ignore_list), special_idx)
 
     first_start = np.zeros(G + 1, np.int32)
     first_bytes: list[np.ndarray] = []
@@ -259,82 +244,18 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
 
 
 def _follow_bytes(
-    prods: list[tuple[int, list[int]]],
+    follow: list[int],
     NT: int,
-    NN: int,
-    nullable: np.ndarray,
     dfas: list,  # type: ignore[type-arg]
     ignore: set[int],
     special: set[int],
 ) -> np.ndarray:
     """For each terminal, the bytes that may start a lexeme right after one of its lexemes.
 
-    An over-approximation from the grammar's FOLLOW sets (ignored terminals may follow
-    anything, and anything may follow them). Returned as ``int32 [NT * 8]`` bit sets.
+    An over-approximation from the grammar's FOLLOW sets (``follow``, see
+    :func:`~corral.grammar.follow.follow_terminals`; ignored terminals may follow anything,
+    and anything may follow them). Returned as ``int32 [NT * 8]`` bit sets.
     """
-    # Sets of terminals are Python ints used as bit sets; both fixpoints are worklists over
-    # the dependency edges, so large generated grammars (JSON Schemas) stay fast.
-    nullable_nt = [bool(nullable[a]) for a in range(NN)]
-    first_nt = [0] * NN
-    users: list[list[int]] = [[] for _ in range(NN)]  # a -> productions whose FIRST reads a
-    for p_i, (_lhs, rhs) in enumerate(prods):
-        for x in rhs:
-            if x < NT:
-                break
-            users[x - NT].append(p_i)
-            if not nullable_nt[x - NT]:
-                break
-    work = list(range(len(prods)))
-    in_work = [True] * len(prods)
-    while work:
-        p_i = work.pop()
-        in_work[p_i] = False
-        lhs, rhs = prods[p_i]
-        acc = 0
-        for x in rhs:
-            if x < NT:
-                acc |= 1 << x
-                break
-            acc |= first_nt[x - NT]
-            if not nullable_nt[x - NT]:
-                break
-        if acc & ~first_nt[lhs]:
-            first_nt[lhs] |= acc
-            for q in users[lhs]:
-                if not in_work[q]:
-                    in_work[q] = True
-                    work.append(q)
-    # FOLLOW: constants from what comes next in each rule, plus edges lhs -> symbol where
-    # the rest of the rule is nullable.
-    n_sym = NT + NN
-    follow = [0] * n_sym  # index: terminal t, or NT + nonterminal a
-    edges: list[set[int]] = [set() for _ in range(NN)]
-    for lhs, rhs in prods:
-        rest_first = 0
-        rest_nullable = True
-        for x in reversed(rhs):
-            follow[x] |= rest_first
-            if rest_nullable:
-                edges[lhs].add(x)
-            if x < NT:
-                rest_first = 1 << x
-                rest_nullable = False
-            else:
-                a = x - NT
-                rest_first = first_nt[a] | (rest_first if nullable_nt[a] else 0)
-                rest_nullable = rest_nullable and nullable_nt[a]
-    work = list(range(NN))
-    in_work_nt = [True] * NN
-    while work:
-        a = work.pop()
-        in_work_nt[a] = False
-        fa = follow[NT + a]
-        for x in edges[a]:
-            if fa & ~follow[x]:
-                follow[x] |= fa
-                if x >= NT and not in_work_nt[x - NT]:
-                    in_work_nt[x - NT] = True
-                    work.append(x - NT)
     # first bytes of each terminal as a 256-bit int
     first_bits = [0] * NT
     for i, d in enumerate(dfas):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .follow import follow_terminals, nullable_nonterminals, numbered
 from .ir import Grammar
 from .regex import ByteDFA
 
@@ -151,39 +152,15 @@ def _follow_terminals(grammar: Grammar) -> dict[str, set[str]]:
     """Per terminal, the terminals whose lexemes may come right after one of its lexemes:
     FOLLOW sets over the rules, plus the ignored terminals (which may follow anything and
     be followed by anything)."""
-    terms = grammar.terminals
-    nullable: set[str] = set()
-    first: dict[str, set[str]] = {n: {n} for n in terms}
-    for r in grammar.rules:
-        first.setdefault(r.lhs, set())
-    changed = True
-    while changed:
-        changed = False
-        for r in grammar.rules:
-            f = first[r.lhs]
-            n0 = len(f)
-            for x in r.rhs:
-                f |= first[x]
-                if x not in nullable:
-                    break
-            else:
-                if r.lhs not in nullable:
-                    nullable.add(r.lhs)
-                    changed = True
-            changed |= len(f) != n0
-    follow: dict[str, set[str]] = {x: set() for x in first}
-    changed = True
-    while changed:
-        changed = False
-        for r in grammar.rules:
-            rest = set(follow[r.lhs])
-            for x in reversed(r.rhs):
-                n0 = len(follow[x])
-                follow[x] |= rest
-                changed |= len(follow[x]) != n0
-                rest = first[x] | rest if x in nullable else set(first[x])
+    term_names, nt_names, prods = numbered(grammar)
+    NT, NN = len(term_names), len(nt_names)
+    follow = follow_terminals(prods, NT, NN, nullable_nonterminals(prods, NT, NN))
     ignored = set(grammar.ignore)
-    return {
-        n: set(terms) if n in ignored else {u for u in follow[n] if u in terms} | ignored
-        for n in terms
-    }
+    out = {}
+    for t, name in enumerate(term_names):
+        if name in ignored:
+            out[name] = set(term_names)
+            continue
+        after = {term_names[u] for u in range(NT) if follow[t] >> u & 1}
+        out[name] = after | ignored
+    return out
