@@ -16,7 +16,6 @@ import os
 import tempfile
 import threading
 import warnings
-import weakref
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -229,7 +228,7 @@ class CompiledGrammar:
         h.update(self.vocab.hash.encode() + b"\0")
         _hash_array(h, "gt", self.tables.gt)
         _hash_array(h, "lex_trans", self.tables.lex_trans)
-        h.update(_trie_digest(self.vocab))
+        h.update(self.vocab.trie.layout_digest)
         return h.hexdigest()[:32]
 
     def save_caches(self, path: str | os.PathLike[str]) -> None:
@@ -431,24 +430,6 @@ def _file_digest(key: str, arrays: dict[str, np.ndarray]) -> bytes:
     for name in _DIGESTED:
         _hash_array(h, name, arrays[name])
     return h.digest()
-
-
-_TRIE_DIGESTS: weakref.WeakKeyDictionary[Vocabulary, bytes] = weakref.WeakKeyDictionary()
-
-
-def _trie_digest(vocab: Vocabulary) -> bytes:
-    """SHA-256 of the trie layout the caches index: node bytes (their order is the node
-    numbering of end edges), subtree ends, token ids in rank order, ranks per node.
-    Computed once per vocabulary."""
-    digest = _TRIE_DIGESTS.get(vocab)
-    if digest is None:
-        trie = vocab.trie
-        h = hashlib.sha256()
-        for name in ("node_byte", "subtree_end", "token_ids", "rank_at"):
-            _hash_array(h, name, getattr(trie, name))
-        digest = h.digest()
-        _TRIE_DIGESTS[vocab] = digest
-    return digest
 
 
 def _read_cache_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:

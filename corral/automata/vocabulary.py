@@ -7,6 +7,7 @@ may exceed the tokenizer (padded embedding matrices): padding ids are never allo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections.abc import Iterable, Sequence
@@ -92,6 +93,17 @@ class TokenTrie:
     @property
     def n_tokens(self) -> int:
         return int(self.token_ids.shape[0])
+
+    @functools.cached_property
+    def layout_digest(self) -> bytes:
+        """SHA-256 of the layout token caches index: node bytes (their order numbers the
+        nodes of end edges), subtree ends, token ids in rank order, ranks per node."""
+        h = hashlib.sha256()
+        for name in ("node_byte", "subtree_end", "token_ids", "rank_at"):
+            a = np.ascontiguousarray(getattr(self, name))
+            h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+            h.update(a.reshape(-1).view(np.uint8).data)
+        return h.digest()
 
 
 class Vocabulary:
