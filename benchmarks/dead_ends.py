@@ -40,7 +40,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
             "minProperties": 1,
         },
     ),
-    ("maxProperties", {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 1}),
+    (
+        "maxProperties",
+        {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 1},
+    ),
     (
         "dependentRequired",
         {

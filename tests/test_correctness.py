@@ -19,19 +19,13 @@ import numpy as np
 import pytest
 from conftest import grammar_text
 from support.tokenizers import ALL, load_tokenizer, load_vocab
-from support.words import WordGenerator, lark_accepts
+from support.words import WordGenerator, guided_walk, lark_accepts, mask_of
 
 import corral
-from corral import Grammar, allocate_bitmask, bitmask_to_bool
+from corral import Grammar
 
 EXAMPLES = json.loads((Path(__file__).parent / "data" / "grammars" / "examples.json").read_text())
 GRAMMARS = list(EXAMPLES)
-
-
-def mask_of(m: corral.Matcher) -> np.ndarray:
-    bm = allocate_bitmask(1, m.vocab_size)
-    m.fill_bitmask(bm)
-    return bitmask_to_bool(bm, m.vocab_size)[0]
 
 
 def accept_tokens(c: corral.CompiledGrammar, ids: list[int], *, check_masks: bool = True) -> None:
@@ -151,27 +145,10 @@ def test_random_walks_are_sound(name: str, tokenizer: str) -> None:
     for _walk in range(24):
         target = random_cut(v, gen.word(), prng) or []
         m = c.matcher()
-        consumed: list[int] = []
-        on_target = True
-        for step in range(len(target) + 30):
-            a = mask_of(m)
-            assert a.any(), "dead end: nothing allowed"
-            if on_target and step < len(target) and a[target[step]] and rng.random() < 0.9:
-                t = target[step]
-            else:
-                if a[eos] and (rng.random() < 0.5 or step > len(target)):
-                    break
-                ids = np.flatnonzero(a)
-                ids = ids[ids != eos]
-                if len(ids) == 0:
-                    break
-                p = 1.0 / lengths[ids] ** 3  # favour short tokens so walks can end
-                t = int(rng.choice(ids, p=p / p.sum()))
-                if on_target and not (step < len(target) and t == target[step]):
-                    on_target = False
-                    deviated += 1
-            m.consume(t)
-            consumed.append(t)
+        consumed, left = guided_walk(
+            m, target, rng, lengths, eos, follow=0.9, extra_steps=30, stop_from=len(target) + 1
+        )
+        deviated += left
         if m.is_accepting():
             finished += 1
             word = v.decode(consumed).decode("utf-8")

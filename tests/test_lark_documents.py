@@ -35,10 +35,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support.tokenizers import load_tokenizer, load_vocab
-from support.words import WordGenerator, lark_accepts
+from support.words import WordGenerator, guided_walk, lark_accepts, mask_of
 
 import corral
-from corral import Grammar, allocate_bitmask, bitmask_to_bool
+from corral import Grammar
 from corral.errors import UnsupportedFeatureError
 from corral.grammar.lexeme_backtracking import backtracking_lexemes
 from corral.grammar.regex import ByteDFA
@@ -90,12 +90,6 @@ DOCUMENTS = _documents()
 @pytest.fixture(scope="module")
 def compiled() -> corral.CompiledGrammar:
     return corral.compile(LARK_LARK, load_vocab("llama3"))
-
-
-def mask_of(m: corral.Matcher) -> np.ndarray:
-    bm = allocate_bitmask(1, m.vocab_size)
-    m.fill_bitmask(bm)
-    return bitmask_to_bool(bm, m.vocab_size)[0]
 
 
 def reference_mask(m: corral.Matcher) -> np.ndarray:
@@ -187,25 +181,10 @@ def test_random_walks_are_sound(compiled: corral.CompiledGrammar) -> None:
         assert lark_accepts(LARK_LARK, word), word
         target = tok.encode(word, add_special_tokens=False)
         m = compiled.matcher()
-        consumed: list[int] = []
-        on_target = True
-        for step in range(len(target) + 12):
-            a = mask_of(m)
-            assert a.any(), "dead end: nothing allowed"
-            if on_target and step < len(target) and a[target[step]] and rng.random() < 0.85:
-                t = target[step]
-            else:
-                if a[eos] and (rng.random() < 0.5 or step >= len(target)):
-                    break
-                ids = np.flatnonzero(a)
-                ids = ids[ids != eos]
-                p = 1.0 / lengths[ids] ** 3  # short tokens, so that walks can end
-                t = int(rng.choice(ids, p=p / p.sum()))
-                if on_target and not (step < len(target) and t == target[step]):
-                    on_target = False
-                    deviated += 1
-            m.consume(t)
-            consumed.append(t)
+        consumed, left = guided_walk(
+            m, target, rng, lengths, eos, follow=0.85, extra_steps=12, stop_from=len(target)
+        )
+        deviated += left
         if m.is_accepting():
             finished += 1
             out = v.decode(consumed).decode("utf-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import random
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -167,3 +168,53 @@ def lark_accepts(text: str, word: str, start: str = "start") -> bool:
     except RuntimeError as e:  # Lark's own internal assertion (seen on ambiguous grammars)
         raise LarkUndecidedError(str(e)) from e
     return True
+
+
+def mask_of(m: Any) -> np.ndarray:
+    """The allowed next tokens of matcher ``m``: ``bool [V]``."""
+    import corral
+
+    bm = corral.allocate_bitmask(1, m.vocab_size)
+    m.fill_bitmask(bm)
+    return corral.bitmask_to_bool(bm, m.vocab_size)[0]
+
+
+def guided_walk(
+    m: Any,
+    target: list[int],
+    rng: np.random.Generator,
+    lengths: np.ndarray,
+    eos: int,
+    *,
+    follow: float,
+    extra_steps: int,
+    stop_from: int,
+) -> tuple[list[int], bool]:
+    """A random walk through matcher ``m`` that follows ``target`` (token ids) with
+    probability ``follow`` per step while it can, and otherwise steps to a random allowed
+    token (short ones favoured, so walks can end), or ends with probability 1/2 where EOS is
+    allowed (always from step ``stop_from`` on). Asserts that some token is always allowed
+    (no dead end). Returns the tokens consumed and whether the walk left ``target``."""
+    consumed: list[int] = []
+    on_target = True
+    deviated = False
+    for step in range(len(target) + extra_steps):
+        a = mask_of(m)
+        assert a.any(), "dead end: nothing allowed"
+        if on_target and step < len(target) and a[target[step]] and rng.random() < follow:
+            t = target[step]
+        else:
+            if a[eos] and (rng.random() < 0.5 or step >= stop_from):
+                break
+            ids = np.flatnonzero(a)
+            ids = ids[ids != eos]
+            if len(ids) == 0:
+                break
+            p = 1.0 / lengths[ids] ** 3
+            t = int(rng.choice(ids, p=p / p.sum()))
+            if on_target and not (step < len(target) and t == target[step]):
+                on_target = False
+                deviated = True
+        m.consume(t)
+        consumed.append(t)
+    return consumed, deviated
