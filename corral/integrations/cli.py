@@ -1,6 +1,8 @@
 """The ``corral`` command: ``corral demo`` and ``corral extract``.
 
 ``corral extract --model PATH --schema schema.json --input docs.jsonl --output out.jsonl``
+(``--engine vllm`` runs the documents through vLLM's engine, ``--engine-arg NAME=VALUE``
+passing its options, e.g. ``tensor_parallel_size=2``; see docs/vllm.md)
 
 Input: JSON Lines; each line is a JSON string (the document) or an object whose
 ``--field`` (default ``text``) is the document; an ``id`` field is copied to the output.
@@ -45,6 +47,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--batch-size", type=int, default=8)
     ex.add_argument("--max-new-tokens", type=int, default=512)
     ex.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ex.add_argument(
+        "--engine",
+        choices=["transformers", "vllm"],
+        default="transformers",
+        help="transformers' generate in this process, or vLLM's engine (docs/vllm.md)",
+    )
+    ex.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a vllm.LLM argument (VALUE read as JSON, else as text), e.g. "
+        "tensor_parallel_size=2; repeatable; --engine vllm only",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
@@ -66,7 +82,7 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     lines are error rows)."""
     from tqdm import tqdm
 
-    from .extract import DEFAULT_PROMPT, Extractor
+    from .extract import DEFAULT_PROMPT, make_extractor
 
     schema_path, in_path, out_path = Path(args.schema), Path(args.input), Path(args.output)
     try:
@@ -81,7 +97,14 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     inputs = [x for x in every if x[0] > done]
     total = len(every)
     # model and schema are checked (and compiled once) before anything is written
-    ex = Extractor(args.model, schema_text, prompt=prompt, max_new_tokens=args.max_new_tokens)
+    ex = make_extractor(
+        args.model,
+        schema_text,
+        prompt=prompt,
+        max_new_tokens=args.max_new_tokens,
+        engine=getattr(args, "engine", "transformers"),
+        engine_options=engine_options(getattr(args, "engine_arg", ())) or None,
+    )
     failures = 0
     bar = tqdm(
         total=total, initial=total - len(inputs), unit="doc", desc="extract",
@@ -111,6 +134,20 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
                 bar.update(1)
     bar.close()
     return 1 if failures else 0
+
+
+def engine_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs as keyword arguments (``VALUE`` as JSON, else as text)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise ValueError(f"--engine-arg {pair!r}: expected NAME=VALUE")
+        try:
+            out[name] = json.loads(value)
+        except ValueError:
+            out[name] = value
+    return out
 
 
 def read_inputs(path: Path, field: str) -> Iterator[tuple[int, Any, str | None, str | None]]:

@@ -50,6 +50,8 @@ def extract(
     batch_size: int = 8,
     max_new_tokens: int = 512,
     errors: str = "raise",
+    engine: str = "transformers",
+    engine_options: dict[str, Any] | None = None,
     **schema_options: Any,
 ) -> list[Any]:
     """One validated record per document, in order.
@@ -60,7 +62,14 @@ def extract(
         schema: JSON Schema or pydantic model class.
         prompt: template with ``{document}`` (and optionally ``{schema}``, the schema as
             compact JSON).
-        batch_size: documents per ``model.generate`` call.
+        batch_size: documents per ``model.generate`` call (with ``engine="vllm"``:
+            documents handed to the engine at once, which batches them continuously).
+        engine: ``"transformers"`` (``model.generate`` in this process) or ``"vllm"``
+            (vLLM's offline engine with :class:`~corral.integrations.vllm.CorralLogitsProcessor`;
+            ``model`` is then a local model folder or a ``vllm.LLM`` built with that
+            processor; see docs/vllm.md).
+        engine_options: with ``engine="vllm"``, keyword arguments of ``vllm.LLM``
+            (``tensor_parallel_size``, ``gpu_memory_utilization``, ...).
         errors: ``"raise"`` (the first failed document raises its error) or ``"none"``
             (a failed document gives ``None``).
 
@@ -72,7 +81,8 @@ def extract(
     out: list[Any] = []
     for item in extract_iter(
         model, documents, schema, prompt=prompt, tokenizer=tokenizer, batch_size=batch_size,
-        max_new_tokens=max_new_tokens, **schema_options,
+        max_new_tokens=max_new_tokens, engine=engine, engine_options=engine_options,
+        **schema_options,
     ):  # fmt: skip
         if item.error is not None and errors == "raise":
             raise item.error
@@ -89,6 +99,8 @@ def extract_iter(
     tokenizer: Any = None,
     batch_size: int = 8,
     max_new_tokens: int = 512,
+    engine: str = "transformers",
+    engine_options: dict[str, Any] | None = None,
     **schema_options: Any,
 ) -> Iterator[Extraction]:
     """Yield an :class:`Extraction` per document, in order, batch by batch."""
@@ -97,8 +109,9 @@ def extract_iter(
     batch_size = as_int(batch_size, "batch_size")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    ex = Extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
-                   max_new_tokens=max_new_tokens, **schema_options)  # fmt: skip
+    ex = make_extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
+                        max_new_tokens=max_new_tokens, engine=engine,
+                        engine_options=engine_options, **schema_options)  # fmt: skip
     batch: list[tuple[int, str]] = []
     for i, doc in enumerate(documents):
         if not isinstance(doc, str):
@@ -109,6 +122,42 @@ def extract_iter(
             batch = []
     if batch:
         yield from ex.run(batch)
+
+
+ENGINES = ("transformers", "vllm")
+
+
+def make_extractor(
+    model: Any,
+    schema: Any,
+    *,
+    prompt: str = DEFAULT_PROMPT,
+    tokenizer: Any = None,
+    max_new_tokens: int = 512,
+    engine: str = "transformers",
+    engine_options: dict[str, Any] | None = None,
+    **schema_options: Any,
+) -> Any:
+    """An :class:`Extractor` (``engine="transformers"``) or a
+    :class:`~corral.integrations.vllm.engine.VLLMExtractor` (``engine="vllm"``)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {list(ENGINES)}, not {engine!r}")
+    if engine == "transformers":
+        if engine_options:
+            raise ValueError("engine_options apply to engine='vllm' only")
+        return Extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
+                         max_new_tokens=max_new_tokens, **schema_options)  # fmt: skip
+    if tokenizer is not None:
+        raise ValueError("with engine='vllm' the tokenizer is the model folder's: omit tokenizer=")
+    try:
+        from .vllm.engine import VLLMExtractor
+    except ImportError as e:
+        raise CorralError(
+            f"engine='vllm' needs vLLM ({e}): pip install 'corral[vllm]' (GPU) or see "
+            "docs/vllm.md for the CPU build"
+        ) from None
+    return VLLMExtractor(model, schema, prompt=prompt, max_new_tokens=max_new_tokens,
+                         engine_options=engine_options, **schema_options)  # fmt: skip
 
 
 class Extractor:
@@ -194,16 +243,24 @@ def _run_batch(
             if t in eos_set:
                 break
             ids.append(t)
-        text = vocab.decode(ids).decode("utf-8", "replace")
-        m = compiled.matcher()
-        try:
-            m.consume_tokens(ids)
-            if not m.is_accepting():
-                raise IncompleteGenerationError(
-                    f"max_new_tokens={max_new_tokens} ran out before the record was complete",
-                    partial_text=text,
-                    token_ids=ids,
-                )
-            yield Extraction(index, parse(text), text)
-        except CorralError as e:
-            yield Extraction(index, None, text, e)
+        yield checked(index, ids, vocab, compiled, parse, max_new_tokens)
+
+
+def checked(
+    index: int, ids: list[int], vocab: Any, compiled: Any, parse: Any, max_new_tokens: int
+) -> Extraction:
+    """The :class:`Extraction` of one output (``ids``: its tokens, end token excluded): a
+    fresh matcher must accept it, then it must parse and validate; otherwise the error."""
+    text = vocab.decode(ids).decode("utf-8", "replace")
+    m = compiled.matcher()
+    try:
+        m.consume_tokens(ids)
+        if not m.is_accepting():
+            raise IncompleteGenerationError(
+                f"max_new_tokens={max_new_tokens} ran out before the record was complete",
+                partial_text=text,
+                token_ids=ids,
+            )
+        return Extraction(index, parse(text), text)
+    except CorralError as e:
+        return Extraction(index, None, text, e)

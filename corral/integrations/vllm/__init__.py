@@ -1,0 +1,74 @@
+"""corral inside vLLM: a custom logits processor, request helpers, batched extraction.
+
+::
+
+    from vllm import LLM
+    from corral.integrations.vllm import CorralLogitsProcessor, sampling_params
+
+    llm = LLM("path/to/model", logits_processors=[CorralLogitsProcessor])
+    outputs = llm.generate(prompts, sampling_params(schema=Person, max_tokens=256))
+
+Served: ``vllm serve MODEL --logits-processors corral.integrations.vllm:CorralLogitsProcessor``
+and a request with ``extra_body={"vllm_xargs": {"corral": json.dumps({"schema": ...})}}``
+(see ``docs/vllm.md``).
+
+Modules: :mod:`.spec` (the constraint a request carries; no vLLM import), :mod:`.rows`
+(the batch's constrained rows and their masks; no vLLM import), :mod:`.processor` (the
+vLLM interface), :mod:`.engine` (documents through vLLM's offline engine, for
+``corral extract --engine vllm``). Importing this package does not import vLLM; the
+names below that need it load it on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .spec import KEY, ConstraintSpec, SpecError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .processor import CorralLogitsProcessor
+
+__all__ = ["KEY", "ConstraintSpec", "CorralLogitsProcessor", "SpecError", "sampling_params"]
+
+
+def sampling_params(
+    *,
+    schema: Any = None,
+    grammar: str | None = None,
+    regex: str | None = None,
+    start: str = "start",
+    schema_options: dict[str, Any] | None = None,
+    **sampling_kwargs: Any,
+) -> Any:
+    """``vllm.SamplingParams`` that carry one constraint for :class:`CorralLogitsProcessor`.
+
+    Args:
+        schema: a JSON Schema (dict, bool, JSON text) or a pydantic model class.
+        grammar: Lark grammar text (``start`` names its start rule).
+        regex: a regular expression the whole output must match.
+        schema_options: JSON Schema compile options
+            (:class:`corral.grammar.json_schema.Options`: ``whitespace``, ...).
+        sampling_kwargs: any other ``SamplingParams`` argument (``max_tokens``,
+            ``temperature``, ...). ``extra_args`` may be given; its ``"corral"`` key is
+            set here.
+
+    Raises:
+        SpecError: not exactly one constraint, or unknown options. The grammar itself is
+            checked when the engine admits the request.
+    """
+    from vllm import SamplingParams
+
+    spec = ConstraintSpec.of(
+        schema=schema, grammar=grammar, regex=regex, start=start, **(schema_options or {})
+    )
+    extra = dict(sampling_kwargs.pop("extra_args", None) or {})
+    extra[KEY] = spec.to_json()
+    return SamplingParams(extra_args=extra, **sampling_kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CorralLogitsProcessor":
+        from .processor import CorralLogitsProcessor
+
+        return CorralLogitsProcessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

