@@ -151,7 +151,7 @@ class RowTable:
             return logits
         from ...automata import fill_next_token_bitmasks
         from ...automata.bitmask import allocate_bitmask
-        from ...sampler.masking import masked_logits
+        from ...sampler.masking import mask_rows_inplace
 
         batch = int(logits.shape[0])
         indices = sorted(i for i in self.rows if i < batch)
@@ -183,8 +183,7 @@ class RowTable:
             else:
                 self._set(words[j], self._eos, False)
                 self._set(words[j], row.end_ids, row.matcher.is_accepting())
-        index = _index_tensor(indices, logits.device)
-        logits[index] = masked_logits(logits[index], bitmask, self.vocab_size).to(logits.dtype)
+        mask_rows_inplace(logits, indices, bitmask, self.vocab_size)
         return logits
 
     def _set(self, words: np.ndarray, tokens: Iterable[int], on: bool) -> None:
@@ -195,9 +194,3 @@ class RowTable:
                     words[t >> 5] |= bit
                 else:
                     words[t >> 5] &= ~bit
-
-
-def _index_tensor(indices: list[int], device: Any) -> Any:
-    import torch
-
-    return torch.tensor(indices, dtype=torch.long, device=device)
