@@ -6,6 +6,10 @@ sampling settings (greedy, ``max_tokens``):
 * ``unconstrained``: no constraint;
 * ``corral``: :class:`corral.integrations.vllm.CorralLogitsProcessor`, the schema in
   ``extra_args["corral"]``;
+* ``matched``: no constraint, but each prompt writes exactly as many tokens as corral
+  wrote for it (``min_tokens = max_tokens``, ``ignore_eos``): the batch shrinks as
+  corral's does, so corral's throughput against it is the constraint's own cost (runs
+  after ``corral``);
 * ``xgrammar`` and ``guidance``: vLLM's ``structured_outputs`` with that backend.
 
 Workload: 64 extraction prompts over 16 MaskBench schemas (4 per schema). A schema is
@@ -15,6 +19,10 @@ its backends, and corral, XGrammar and llguidance all compile it. Each prompt as
 the record of a document that states a valid instance of the schema as ``key: value``
 lines (MaskBench has one or two per schema; the four prompts of a schema take them in
 turn and call the document text, notes, record and message).
+
+Also per configuration: the time to first token of single requests on the idle engine,
+for a schema it has not seen (``new_schema``: the compile is on the request's path) and
+for one it has (``repeat_schema``).
 
 Reported per configuration: output tokens per second (all output tokens over the wall time
 of one ``LLM.generate`` of the 64 prompts, after one warm-up request per schema), time to
@@ -47,7 +55,7 @@ HERE = Path(__file__).resolve().parent
 # this file is named like the vllm package: its folder must not shadow it
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 MASKBENCH = HERE.parent.parent / "shared" / "data" / "maskbench"
-CONFIGS = ("unconstrained", "corral", "xgrammar", "guidance")
+CONFIGS = ("unconstrained", "corral", "matched", "xgrammar", "guidance")
 PROMPT = (
     "Extract the information in the {kind} as one JSON object that follows this JSON Schema.\n"
     "Schema: {schema}\n"
@@ -133,11 +141,14 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
     llm = LLM(model, **engine)
     start_s = time.perf_counter() - t0
 
-    def params(schema: dict[str, Any]) -> Any:
+    def params(schema: dict[str, Any], length: int | None = None) -> Any:
         if config == "corral":
             return sampling_params(schema=schema, max_tokens=max_tokens, temperature=0)
         if config == "unconstrained":
             return SamplingParams(max_tokens=max_tokens, temperature=0)
+        if config == "matched":  # exactly as many tokens as corral wrote for the prompt
+            n = max_tokens if length is None else max(1, length)
+            return SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, temperature=0)
         return SamplingParams(
             max_tokens=max_tokens,
             temperature=0,
@@ -147,7 +158,7 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
     # warm-up: one short request per configuration (kernels, first compile of each backend)
     llm.generate([items[0]["prompt"]], params(items[0]["schema"]), use_tqdm=False)
     prompts = [it["prompt"] for it in items]
-    all_params = [params(it["schema"]) for it in items]
+    all_params = [params(it["schema"], it.get("corral_length")) for it in items]
     t0 = time.perf_counter()
     outs = llm.generate(prompts, all_params, use_tqdm=False)
     wall = time.perf_counter() - t0
@@ -169,8 +180,11 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
             invalid.append({"file": it["file"], "text": o.outputs[0].text, "error": str(e)[:300]})
             continue
         valid += 1
+    first_use = _single_request_ttft(llm, params, items)
     return {
+        "lengths": [len(o.outputs[0].token_ids) for o in outs],
         "config": config,
+        "single_request_ttft_s": first_use,
         "engine_start_s": start_s,
         "wall_s": wall,
         "output_tokens": tokens,
@@ -182,6 +196,20 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
         "ended_invalid": invalid,
         "requests": len(items),
     }
+
+
+def _single_request_ttft(llm: Any, params: Any, items: list[dict[str, Any]]) -> dict:
+    """TTFT of one request alone, for 3 schemas of the workload: the first request of
+    the schema after the batch run (its constraint already compiled: ``repeat``) and, for
+    a schema never sent before (the schema with a new ``title``, which makes it another
+    constraint), the first request (``new``)."""
+    new, repeat = [], []
+    for it in items[:12:4]:
+        fresh = {**it["schema"], "title": f"fresh-{time.time_ns()}"}
+        for schema, out in ((fresh, new), (fresh, repeat), (it["schema"], repeat)):
+            o = llm.generate([it["prompt"]], params(schema), use_tqdm=False)[0]
+            out.append(float(o.metrics.first_token_latency))
+    return {"new_schema": new, "repeat_schema": repeat}
 
 
 def _quantile(xs: list[float], q: float) -> float:
@@ -224,6 +252,10 @@ def main() -> None:
             print(f"{config}: failed\n{proc.stderr[-3000:]}", file=sys.stderr)
             continue
         results.append(json.loads(line[len("RESULT ") :]))
+        if config == "corral":  # "matched" writes as many tokens per prompt
+            for it, n in zip(items, results[-1]["lengths"], strict=True):
+                it["corral_length"] = n
+            items_path.write_text(json.dumps(items))
         print(json.dumps(results[-1]), flush=True)
     items_path.unlink()
     report = {
@@ -240,17 +272,27 @@ def main() -> None:
 
 def _table(results: list[dict[str, Any]]) -> str:
     base = next((r for r in results if r["config"] == "unconstrained"), None)
+    matched = next((r for r in results if r["config"] == "matched"), None)
     lines = [
-        "| configuration | output tokens/s | vs unconstrained | TTFT p50 | TTFT p99 | valid |",
-        "|---|---|---|---|---|---|",
+        "| configuration | output tokens/s | vs unconstrained | vs matched | TTFT p50 | TTFT p99 "
+        "| valid | cut by max_tokens | single request TTFT: new schema / repeat |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         rel = f"{r['tokens_per_s'] / base['tokens_per_s']:.0%}" if base else "-"
+        rel_m = f"{r['tokens_per_s'] / matched['tokens_per_s']:.0%}" if matched else "-"
         p50 = f"{r['ttft_p50_s']:.2f} s" if r["ttft_p50_s"] is not None else "-"
         p99 = f"{r['ttft_p99_s']:.2f} s" if r["ttft_p99_s"] is not None else "-"
+        single = r.get("single_request_ttft_s") or {}
+        one = (
+            f"{statistics.median(single['new_schema']):.2f} s / "
+            f"{statistics.median(single['repeat_schema']):.2f} s"
+            if single
+            else "-"
+        )
         lines.append(
-            f"| {r['config']} | {r['tokens_per_s']:.1f} | {rel} | {p50} | {p99} | "
-            f"{r['valid']}/{r['requests']} |"
+            f"| {r['config']} | {r['tokens_per_s']:.1f} | {rel} | {rel_m} | {p50} | {p99} | "
+            f"{r['valid']}/{r['requests']} | {r.get('cut_by_max_tokens', '-')} | {one} |"
         )
     return "\n".join(lines)
 
