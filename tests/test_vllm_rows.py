@@ -241,3 +241,16 @@ def test_placeholder_tokens_wait_for_their_value(vocab) -> None:
     logits = proc.apply(torch.zeros(1, vocab.size))
     allowed = torch.isfinite(logits[0]).nonzero().flatten().tolist()
     assert allowed and all(set(vocab.token_bytes(t)) == {ord("b")} for t in allowed)
+
+
+def test_unconstrained_requests_never_wait_for_the_vocabulary(vocab) -> None:
+    """Before the first constrained request, the processor does not wait for the
+    vocabulary (built in the background while the engine starts)."""
+    from concurrent.futures import Future
+
+    proc = CorralLogitsProcessor.__new__(CorralLogitsProcessor)
+    proc._start(Future(), vocab.size)  # a vocabulary that is never ready
+    plain = SamplingParams(max_tokens=8)
+    proc.update_state(BatchUpdate(batch_size=1, removed=[], added=[(0, plain, [], [])], moved=[]))
+    logits = torch.randn(1, vocab.size)
+    assert proc.apply(logits.clone()).equal(logits)

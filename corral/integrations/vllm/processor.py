@@ -153,9 +153,10 @@ class CorralLogitsProcessor(*_BASES):  # type: ignore[misc]
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         if not batch_update:
             return
-        table = self._table() if batch_update.added or self._rows is not None else None
-        if table is None:
-            return
+        constrained = any(_has_constraint(params) for _, params, _, _ in batch_update.added)
+        if self._rows is None and not constrained:
+            return  # no constrained request yet: never wait for the vocabulary
+        table = self._table()
         for index in batch_update.removed:
             table.remove(index)
         for index, params, _prompt, output in batch_update.added:
@@ -205,6 +206,11 @@ class CorralLogitsProcessor(*_BASES):  # type: ignore[misc]
         while len(self._specs) > _MAX_SPECS:
             self._specs.popitem(last=False)
         return future
+
+
+def _has_constraint(params: Any) -> bool:
+    extra = getattr(params, "extra_args", None)
+    return extra is not None and KEY in extra
 
 
 def _end_ids(params: Any) -> frozenset[int]:
