@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -62,7 +61,6 @@ log = logging.getLogger("vllm.corral")  # under vLLM's logger: shown with the en
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
-_MAX_SPECS = 64  # compile futures kept per processor (the compiled grammars live in corral's cache)
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -143,7 +141,7 @@ class CorralLogitsProcessor(*_BASES):  # type: ignore[misc]
     def _start(self, vocab: Future[Any], width: int) -> None:
         self.logits_width = width
         self._rows: RowTable | None = None
-        self._specs: OrderedDict[ConstraintSpec, Future[Any]] = OrderedDict()
+        self._specs: dict[ConstraintSpec, Future[Any]] = {}
         self._vocab = vocab
 
     # -- vLLM V1 interface ----------------------------------------------------------------
@@ -196,15 +194,17 @@ class CorralLogitsProcessor(*_BASES):  # type: ignore[misc]
         )
 
     def _compile(self, spec: ConstraintSpec) -> Future[Any]:
+        """A future of ``spec``'s compiled grammar. Requests with the same spec share a
+        compile in flight; finished compiles are forgotten here (the grammar stays in
+        corral's bounded compile cache, where a repeated spec is a hit), so the processor
+        holds no grammar beyond those of its live requests."""
+        for done in [s for s, f in self._specs.items() if f.done()]:
+            del self._specs[done]
         future = self._specs.get(spec)
-        if future is not None and not (future.done() and future.exception() is not None):
-            self._specs.move_to_end(spec)
-            return future
-        vocab = self._vocab
-        future = _pool().submit(lambda: spec.compile(vocab.result()))
-        self._specs[spec] = future
-        while len(self._specs) > _MAX_SPECS:
-            self._specs.popitem(last=False)
+        if future is None:
+            vocab = self._vocab
+            future = _pool().submit(lambda: spec.compile(vocab.result()))
+            self._specs[spec] = future
         return future
 
 
