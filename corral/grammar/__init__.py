@@ -1,4 +1,4 @@
-"""Front ends: grammar text, regexes (and later JSON Schemas) → the grammar IR.
+"""Front ends: Lark grammar text, regular expressions and JSON Schemas → the grammar IR.
 
 The IR (:class:`Grammar`) is a context-free grammar whose terminals are byte-level DFAs; see
 ``ir.py`` for its exact meaning.
