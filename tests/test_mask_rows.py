@@ -1,6 +1,6 @@
-"""``mask_rows_inplace``: the rows named are masked exactly as ``masked_logits`` masks them
-(ids beyond the vocabulary included), the others are untouched, on the Numba path (CPU
-float32) and the torch path (other dtypes)."""
+"""``apply_token_bitmask_inplace(..., rows=)``: the rows named are masked exactly as
+``masked_logits`` masks them (ids beyond the vocabulary included), the others are
+untouched, on the Numba path (CPU float32) and the torch path (other dtypes)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from corral.automata.bitmask import bitmask_words  # noqa: E402
+from corral.automata.bitmask import apply_token_bitmask_inplace, bitmask_words  # noqa: E402
 from corral.errors import TokenizerError  # noqa: E402
-from corral.sampler.masking import mask_rows_inplace, masked_logits  # noqa: E402
+from corral.sampler.masking import masked_logits  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
@@ -38,10 +38,10 @@ def test_rows_masked_like_masked_logits(vocab_size, pad, batch, dtype, data) -> 
     if rows:
         expected[rows] = masked_logits(expected[rows], bitmask[: len(rows)], vocab_size).to(dtype)
     got = logits.clone()
-    mask_rows_inplace(got, rows, bitmask, vocab_size)
+    apply_token_bitmask_inplace(got, bitmask[: max(len(rows), 1)], vocab_size, rows=rows)
     assert torch.equal(got, expected)
 
 
 def test_narrow_logits_are_refused() -> None:
     with pytest.raises(TokenizerError, match="columns"):
-        mask_rows_inplace(torch.zeros(1, 10), [0], np.zeros((1, 1), np.int32), 20)
+        apply_token_bitmask_inplace(torch.zeros(1, 10), np.zeros((1, 1), np.int32), 20, rows=[0])

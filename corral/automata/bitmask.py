@@ -16,10 +16,12 @@ a string or a ``bool`` raises ``TypeError`` rather than being rounded or read as
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+
+from ..errors import TokenizerError
 
 # dtype names (NumPy, or torch without "torch.") of integer arrays accepted as id lists
 _INT_DTYPES = frozenset(("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
@@ -177,14 +179,20 @@ def bitmask_to_bool_torch(bitmask: Any, width: int) -> Any:
     return torch.cat([bits, pad], dim=1)
 
 
-def apply_token_bitmask_inplace(logits: Any, bitmask: Any, vocab_size: int | None = None) -> None:
+def apply_token_bitmask_inplace(
+    logits: Any, bitmask: Any, vocab_size: int | None = None, *, rows: Sequence[int] | None = None
+) -> None:
     """Set ``logits[b, i] = -inf`` wherever token ``i`` is not allowed in row ``b``.
 
     ``logits``: ``float [batch, V]`` (NumPy or torch, any device for torch); ``V`` may
     exceed the bitmask's vocabulary (extra ids are masked). ``bitmask``: ``int32 [batch, W]``.
     ``vocab_size``: when given, the vocabulary the bitmask was filled for: ``W`` must be
     ``ceil(vocab_size / 32)``, ``V`` at least ``vocab_size``, and ids at or beyond it are
-    masked whatever their bits.
+    masked whatever their bits. ``rows``: the logits row of each bitmask row (default:
+    bitmask row ``b`` masks logits row ``b``); other logits rows are untouched.
+
+    CPU ``float32`` logits (C-contiguous) are masked in one pass by a Numba kernel; others
+    by unpacking the bitmask with torch or NumPy.
     """
     if vocab_size is not None:
         vocab_size = as_int(vocab_size, "vocab_size")
@@ -195,20 +203,47 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any, vocab_size: int | Non
                 f"got shape {list(bitmask.shape)}"
             )
         if logits.shape[-1] < vocab_size:
-            raise ValueError(
+            raise TokenizerError(
                 f"the logits have {logits.shape[-1]} columns, fewer than vocab_size={vocab_size}"
             )
-    if type(logits).__module__.startswith("torch"):
-        allowed = bitmask_to_bool_torch(bitmask, logits.shape[-1]).to(logits.device)
-        if vocab_size is not None:
-            allowed[:, vocab_size:] = False
-        logits.masked_fill_(~allowed.view(logits.shape), float("-inf"))
+    n = logits.shape[-1]
+    limit = min(n, bitmask.shape[-1] * 32) if vocab_size is None else vocab_size
+    batch = logits.shape[0] if logits.ndim == 2 else 1
+    index = list(range(batch)) if rows is None else [as_int(r, "rows") for r in rows]
+    if not index:
+        return
+    if any(not 0 <= r < batch for r in index):
+        raise ValueError(f"rows must be in [0, {batch}), got {index}")
+    if (bitmask.shape[0] if bitmask.ndim == 2 else 1) < len(index):
+        raise ValueError(f"the bitmask has fewer rows than the {len(index)} rows to mask")
+    is_torch = type(logits).__module__.startswith("torch")
+    cpu_f32 = is_torch and logits.device.type == "cpu" and str(logits.dtype) == "torch.float32"
+    target = logits.numpy() if cpu_f32 else logits
+    if (
+        isinstance(target, np.ndarray)
+        and target.dtype == np.float32
+        and target.ndim == 2
+        and target.flags.c_contiguous
+        and (isinstance(bitmask, np.ndarray) or bitmask.device.type == "cpu")
+    ):
+        from .kernels.apply_mask import mask_rows
+
+        m = np.ascontiguousarray(np.asarray(bitmask, np.int32).reshape(-1, bitmask.shape[-1]))
+        mask_rows(target, np.asarray(index, np.int64), m, limit)
+        return
+    if is_torch:
+        import torch
+
+        sel = torch.tensor(index, dtype=torch.long, device=logits.device)
+        allowed = bitmask_to_bool_torch(bitmask, n).to(logits.device)[: len(index)]
+        allowed[:, limit:] = False
+        x = logits if logits.ndim == 2 else logits.unsqueeze(0)  # a view either way
+        x[sel] = x[sel].masked_fill(~allowed, float("-inf"))
         return
     arr = np.asarray(logits)
-    n = arr.shape[-1]
-    m = np.asarray(bitmask)
-    limit = min(n, m.shape[-1] * 32) if vocab_size is None else min(n, vocab_size)
-    allowed = bitmask_to_bool(m, limit)
-    full = np.zeros((allowed.shape[0], n), bool)
-    full[:, : allowed.shape[1]] = allowed
-    arr[~full.reshape(arr.shape)] = -np.inf
+    arr = arr if arr.ndim == 2 else arr[None, :]
+    allowed_np = np.zeros((len(index), n), bool)
+    allowed_np[:, :limit] = bitmask_to_bool(np.asarray(bitmask), limit)[: len(index)]
+    sub = arr[index]
+    sub[~allowed_np] = -np.inf
+    arr[index] = sub

@@ -54,34 +54,6 @@ def masked_logits(logits: torch.Tensor, bitmask: Any, vocab_size: int) -> torch.
     return out[0] if squeeze else out
 
 
-def mask_rows_inplace(logits: torch.Tensor, rows: list[int], bitmask: Any, vocab_size: int) -> None:
-    """Mask ``logits[rows[j]]`` in place with ``bitmask[j]`` (``-inf`` where not allowed,
-    and at every id ``>= vocab_size``); other rows are untouched.
-
-    Args:
-        logits: ``float [batch, V]`` with ``V >= vocab_size``; CPU ``float32`` contiguous
-            logits are masked by a Numba kernel in one pass, others through torch.
-        rows: the row of ``logits`` of each bitmask row.
-        bitmask: ``int32 [>= len(rows), ceil(vocab_size/32)]`` (NumPy).
-    """
-    if logits.shape[-1] < vocab_size:
-        raise TokenizerError(
-            f"the logits have {logits.shape[-1]} columns but the grammar was compiled for a "
-            f"vocabulary of {vocab_size} tokens"
-        )
-    if not rows:
-        return
-    if logits.device.type == "cpu" and logits.dtype == torch.float32 and logits.is_contiguous():
-        import numpy as np
-
-        from ..automata.kernels.apply_mask import mask_rows
-
-        mask_rows(logits.numpy(), np.asarray(rows, np.int64), bitmask, int(vocab_size))
-        return
-    index = torch.tensor(rows, dtype=torch.long, device=logits.device)
-    logits[index] = masked_logits(logits[index], bitmask[: len(rows)], vocab_size).to(logits.dtype)
-
-
 def sample(
     logits: torch.Tensor,
     *,

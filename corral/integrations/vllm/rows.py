@@ -149,9 +149,8 @@ class RowTable:
         vocab_size``) in place and return it; other rows are untouched."""
         if not self.rows:
             return logits
-        from ...automata import fill_next_token_bitmasks
+        from ...automata import apply_token_bitmask_inplace, fill_next_token_bitmasks
         from ...automata.bitmask import allocate_bitmask
-        from ...sampler.masking import mask_rows_inplace
 
         batch = int(logits.shape[0])
         indices = sorted(i for i in self.rows if i < batch)
@@ -183,7 +182,7 @@ class RowTable:
             else:
                 self._set(words[j], self._eos, False)
                 self._set(words[j], row.end_ids, row.matcher.is_accepting())
-        mask_rows_inplace(logits, indices, bitmask, self.vocab_size)
+        apply_token_bitmask_inplace(logits, bitmask, self.vocab_size, rows=indices)
         return logits
 
     def _set(self, words: np.ndarray, tokens: Iterable[int], on: bool) -> None:
