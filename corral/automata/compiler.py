@@ -40,6 +40,12 @@ class CompileCache:
     def grammar_for_text(self, text: str, start: str) -> Grammar:
         return self.grammar_for((text, start), lambda: Grammar.from_lark(text, start))
 
+    def grammar_for_regex(self, pattern: str) -> Grammar:
+        """The grammar of a regex (Python syntax, matched in full), built once."""
+        return self.grammar_for(
+            ("regex:" + pattern, "\0regex"), lambda: Grammar.from_regex(pattern)
+        )
+
     def grammar_for(self, key: tuple[str, str], build: Callable[[], Grammar]) -> Grammar:
         """The grammar built from a source identified by ``key`` (built once, then reused)."""
         with self._lock:

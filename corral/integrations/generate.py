@@ -124,16 +124,26 @@ def model_vocab_size(model: Any) -> int:
     return as_int(size, "model.config.vocab_size")
 
 
+def token_id_set(*sources: Any) -> list[int]:
+    """The sorted distinct ids of ``sources``, each ``None``, an id or a list of ids (as
+    configs and tokenizers give ``eos_token_id``)."""
+    ids: set[int] = set()
+    for source in sources:
+        if isinstance(source, int):
+            ids.add(source)
+        elif source:
+            ids.update(int(i) for i in source)
+    return sorted(ids)
+
+
 def _declared_eos(model: Any) -> list[int]:
     """The EOS ids the model itself declares (generation config and config)."""
-    ids: list[int] = []
-    for owner in (getattr(model, "generation_config", None), getattr(model, "config", None)):
-        source = getattr(owner, "eos_token_id", None)
-        if isinstance(source, int):
-            ids.append(source)
-        elif source:
-            ids.extend(int(i) for i in source)
-    return sorted(set(ids))
+    return token_id_set(
+        *(
+            getattr(owner, "eos_token_id", None)
+            for owner in (getattr(model, "generation_config", None), getattr(model, "config", None))
+        )
+    )
 
 
 def check_model_fits(model: Any, vocab: Any) -> int:
@@ -163,14 +173,8 @@ def check_model_fits(model: Any, vocab: Any) -> int:
 
 def eos_ids_of(model: Any, tokenizer: Any) -> list[int]:
     """EOS ids: the model's generation config's, plus the tokenizer's."""
-    ids: list[int] = []
     gen = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    for source in (gen, getattr(tokenizer, "eos_token_id", None)):
-        if isinstance(source, int):
-            ids.append(source)
-        elif source:
-            ids.extend(int(i) for i in source)
-    return sorted(set(ids))
+    return token_id_set(gen, getattr(tokenizer, "eos_token_id", None))
 
 
 def vocabulary_for(model: Any, tokenizer: Any) -> Any:
@@ -288,6 +292,7 @@ def compile_constraint(
     ``parse(text)`` turns a complete output into the returned value.
     """
     from ..automata import CompiledGrammar, compile
+    from ..automata.compiler import default_cache
     from ..grammar import Grammar
 
     given = [
@@ -303,7 +308,7 @@ def compile_constraint(
     if regex is not None:
         if not isinstance(regex, str):
             raise TypeError(f"regex must be a string, not {type(regex).__name__}")
-        return compile(Grammar.from_regex(regex), vocab), _identity
+        return compile(default_cache.grammar_for_regex(regex), vocab), _identity
     if grammar is not None:
         if isinstance(grammar, CompiledGrammar):
             if grammar.vocab_size != vocab.size or grammar.vocab.hash != vocab.hash:

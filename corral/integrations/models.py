@@ -41,20 +41,30 @@ def load_model(model: str | os.PathLike[str] | None = None) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if model is None or str(model) == DEFAULT_MODEL:
-        path = gemma3_270m_path()
-    else:
-        path = Path(model).expanduser()
-        if not path.is_dir():
-            raise CorralError(
-                f"model folder {str(model)!r} does not exist (pass a local Hugging Face model "
-                f"directory, or omit --model for the default {DEFAULT_MODEL})"
-            )
-        if not (path / "config.json").exists():
-            raise CorralError(f"{path} has no config.json: not a Hugging Face model folder")
+    path = model_path(model)
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
     return lm.eval(), tok
+
+
+def model_path(model: str | os.PathLike[str] | None = None) -> Path:
+    """The local folder of ``model``: a Hugging Face model folder, or the default
+    Gemma-3-270M copy for ``None``/``"gemma3-270m"`` (converted on first use).
+
+    Raises:
+        CorralError: the folder does not exist or has no ``config.json``.
+    """
+    if model is None or str(model) == DEFAULT_MODEL:
+        return gemma3_270m_path()
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise CorralError(
+            f"model folder {str(model)!r} does not exist (pass a local Hugging Face model "
+            f"directory, or omit --model for the default {DEFAULT_MODEL})"
+        )
+    if not (path / "config.json").exists():
+        raise CorralError(f"{path} has no config.json: not a Hugging Face model folder")
+    return path
 
 
 def gemma3_270m_path() -> Path:

@@ -18,29 +18,11 @@ machines; corral adds no scheduler of its own.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from ...errors import CorralError
-
-
-def model_folder(model: Any) -> str:
-    """The local folder vLLM loads: ``model`` itself, or the default Gemma-3-270M copy
-    for ``None``/``"gemma3-270m"``."""
-    from ..models import DEFAULT_MODEL, gemma3_270m_path
-
-    if model is None or str(model) == DEFAULT_MODEL:
-        return str(gemma3_270m_path())
-    if not isinstance(model, (str, Path)):
-        raise TypeError(
-            "with engine='vllm', model must be the path of a local model folder, not "
-            f"{type(model).__name__}"
-        )
-    path = Path(model).expanduser()
-    if not (path / "config.json").is_file():
-        raise CorralError(f"{str(model)!r} is not a local Hugging Face model folder")
-    return str(path)
 
 
 def _has_corral(llm: Any) -> bool:
@@ -83,6 +65,7 @@ class VLLMExtractor:
 
         from ..extract import _schema_json
         from ..generate import compile_constraint
+        from ..models import model_path
         from . import sampling_params
         from .processor import CorralLogitsProcessor, engine_vocabulary
 
@@ -100,8 +83,13 @@ class VLLMExtractor:
         else:
             options = dict(engine_options or {})
             extra = list(options.pop("logits_processors", None) or [])
+            if not isinstance(model, (str, os.PathLike)) and model is not None:
+                raise TypeError(
+                    "with engine='vllm', model must be the path of a local model folder or "
+                    f"a vllm.LLM, not {type(model).__name__}"
+                )
             self.llm = LLM(
-                model_folder(model),
+                str(model_path(model)),
                 logits_processors=[*extra, CorralLogitsProcessor],
                 **options,
             )

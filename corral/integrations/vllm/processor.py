@@ -15,8 +15,8 @@ How it runs inside the engine:
 * At request admission (the engine's front end, before the request is queued),
   :meth:`CorralLogitsProcessor.validate_params` reads ``extra_args["corral"]``, builds the
   grammar (corral's grammar cache keeps it) and refuses a malformed or unsupported
-  constraint with corral's own message: an HTTP 400 in the server, a ``ValueError`` from
-  ``LLM.generate``. Other requests are not affected.
+  constraint with corral's own message: an HTTP 400 in the server, a
+  ``vllm.exceptions.VLLMValidationError`` from ``LLM.generate``. Other requests are not affected.
 * In the worker, the processor is built once: it loads the model's tokenizer and builds
   the :class:`~corral.Vocabulary` in a background thread while the engine starts.
 * A constrained request entering the batch starts its token-level compile in a background
@@ -41,21 +41,16 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from vllm.exceptions import VLLMValidationError
 from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
+from vllm.v1.worker.gpu.sample.logits_processor.interface import (
+    LogitsProcessor as V2LogitsProcessor,
+)
 
 from ...errors import CorralError
 from .rows import Row, RowTable
 from .spec import KEY, ConstraintSpec, SpecError, spec_of
-
-try:  # vLLM >= 0.11 with Model Runner V2
-    from vllm.v1.worker.gpu.sample.logits_processor.interface import (
-        LogitsProcessor as V2LogitsProcessor,
-    )
-except ImportError:  # pragma: no cover - older vLLM
-    _BASES: tuple[type, ...] = (V1LogitsProcessor,)
-else:
-    _BASES = (V1LogitsProcessor, V2LogitsProcessor)
 
 log = logging.getLogger("vllm.corral")  # under vLLM's logger: shown with the engine's logs
 
@@ -69,14 +64,6 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="corral-vllm")
         return _POOL
-
-
-def _validation_error(message: str) -> Exception:
-    try:
-        from vllm.exceptions import VLLMValidationError
-    except ImportError:  # pragma: no cover - older vLLM
-        return ValueError(message)
-    return VLLMValidationError(message, parameter=f"extra_args.{KEY}")
 
 
 def request_spec(params: Any) -> ConstraintSpec | None:
@@ -98,7 +85,7 @@ def request_spec(params: Any) -> ConstraintSpec | None:
     return spec
 
 
-class CorralLogitsProcessor(*_BASES):  # type: ignore[misc]
+class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: ignore[misc]
     """Constrains the requests whose ``SamplingParams.extra_args`` hold a ``"corral"``
     constraint (see :mod:`corral.integrations.vllm.spec`); other requests are untouched.
 
@@ -115,7 +102,7 @@ class CorralLogitsProcessor(*_BASES):  # type: ignore[misc]
         try:
             request_spec(sampling_params)
         except (CorralError, ValueError, TypeError, RecursionError) as e:
-            raise _validation_error(f"corral: {e}") from None
+            raise VLLMValidationError(f"corral: {e}", parameter=f"extra_args.{KEY}") from None
 
     def __init__(self, vllm_config: Any, *args: Any) -> None:
         if len(args) != 2:
@@ -162,7 +149,7 @@ class CorralLogitsProcessor(*_BASES):  # type: ignore[misc]
         for a, b, direction in batch_update.moved:
             table.move(a, b, swap=direction == MoveDirectionality.SWAP)
 
-    def apply(self, logits: Any, ctx: Any = None) -> Any:
+    def apply(self, logits: Any) -> Any:
         if self._rows is None or not self._rows.rows:
             return logits
         return self._rows.apply(logits)
@@ -243,6 +230,7 @@ def engine_vocabulary(model_config: Any, width: int) -> Any:
     from vllm.tokenizers import cached_tokenizer_from_config
 
     from ...automata import Vocabulary
+    from ..generate import token_id_set
 
     tokenizer = cached_tokenizer_from_config(model_config)
     if tokenizer is None:
@@ -250,14 +238,9 @@ def engine_vocabulary(model_config: Any, width: int) -> Any:
             "the engine runs with skip_tokenizer_init: corral needs the tokenizer to "
             "compile constraints"
         )
-    eos: set[int] = set()
     sources: list[Any] = [getattr(tokenizer, "eos_token_id", None)]
     sources.append(getattr(getattr(model_config, "hf_config", None), "eos_token_id", None))
     with contextlib.suppress(Exception):  # a model without a generation config
         sources.append(model_config.try_get_generation_config().get("eos_token_id"))
-    for source in sources:
-        if isinstance(source, int):
-            eos.add(source)
-        elif source:
-            eos.update(int(t) for t in source)
-    return Vocabulary.from_hf(tokenizer, vocab_size=width, eos_token_ids=sorted(eos) or None)
+    eos = token_id_set(*sources)
+    return Vocabulary.from_hf(tokenizer, vocab_size=width, eos_token_ids=eos or None)

@@ -160,11 +160,10 @@ class ConstraintSpec:
         (keyword and JSON pointer), :class:`~corral.GrammarError` (line and column),
         :class:`~corral.UnsupportedFeatureError`, :class:`~corral.CompileBudgetError`.
         """
-        from ...automata.compiler import _grammar_of
-        from ...grammar import Grammar
+        from ...automata.compiler import _grammar_of, default_cache
 
         if self.kind == "regex":
-            return Grammar.from_regex(self.source)
+            return default_cache.grammar_for_regex(self.source)
         if self.kind == "grammar":
             return _grammar_of(self.source, dict(self.options)["start"], True, {})
         return _grammar_of(json.loads(self.source), "start", True, dict(self.options))
