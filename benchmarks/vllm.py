@@ -106,7 +106,7 @@ def workload(n_schemas: int = 16, per_schema: int = 4, seed: int = 0) -> list[di
         valid = [t["data"] for t in data["tests"] if t["valid"] and isinstance(t["data"], dict)]
         if not isinstance(schema, dict) or schema.get("type") != "object" or len(text) > 3000:
             continue
-        if not valid or not any(valid) or not _compiles_everywhere(schema):
+        if not any(valid) or not _compiles_everywhere(schema):
             continue
         taken += 1
         for j in range(per_schema):  # the valid instances in turn, each prompt worded apart

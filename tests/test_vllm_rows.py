@@ -16,6 +16,7 @@ import random
 import numpy as np
 import pytest
 from support.tokenizers import load_vocab
+from support.words import mask_of
 
 pytest.importorskip("vllm", reason="vLLM is not installed (the README's vLLM test step has it)")
 torch = pytest.importorskip("torch")
@@ -23,7 +24,6 @@ torch = pytest.importorskip("torch")
 from vllm import SamplingParams  # noqa: E402
 from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality  # noqa: E402
 
-import corral  # noqa: E402
 from corral.integrations.vllm import CorralLogitsProcessor, sampling_params  # noqa: E402
 from corral.integrations.vllm.spec import ConstraintSpec  # noqa: E402
 
@@ -73,16 +73,10 @@ class Request:
         if self.bad or not all(m.try_consume(t) for t in self.output):
             allowed[sorted(ends)] = True
             return allowed
-        allowed[: vocab.size] = corral.bitmask_to_bool(_mask(m, vocab.size), vocab.size)[0]
+        allowed[: vocab.size] = mask_of(m)
         allowed[list(vocab.eos_token_ids)] = False
         allowed[sorted(ends)] = m.is_accepting()
         return allowed
-
-
-def _mask(m, size):
-    bm = corral.allocate_bitmask(1, size)
-    m.fill_bitmask(bm)
-    return bm
 
 
 class Batch:
@@ -236,11 +230,23 @@ def test_placeholder_tokens_wait_for_their_value(vocab) -> None:
     proc.update_state(BatchUpdate(batch_size=1, removed=[], added=[(0, params, [], out)], moved=[]))
     a = next(t for t in range(vocab.size) if vocab.token_bytes(t) == b"a")
     proc.apply(torch.zeros(1, vocab.size))
-    out.append(-1)
+    out.append(-1)  # what update_state sees under asynchronous scheduling
+    proc.update_state(None)
     out[-1] = a  # vLLM replaces the placeholder before the next apply
     logits = proc.apply(torch.zeros(1, vocab.size))
     allowed = torch.isfinite(logits[0]).nonzero().flatten().tolist()
     assert allowed and all(set(vocab.token_bytes(t)) == {ord("b")} for t in allowed)
+
+
+def test_placeholder_still_unknown_at_sampling_ends_the_row(vocab) -> None:
+    """A token still unknown when the next one is due: the row ends (fail closed)."""
+    proc = CorralLogitsProcessor.for_vocabulary(vocab)
+    eos = vocab.eos_token_ids[0]
+    params = sampling_params(regex="ab+", stop_token_ids=[eos], max_tokens=8)
+    out: list[int] = [-1]
+    proc.update_state(BatchUpdate(batch_size=1, removed=[], added=[(0, params, [], out)], moved=[]))
+    logits = proc.apply(torch.zeros(1, vocab.size))
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [eos]
 
 
 def test_unconstrained_requests_never_wait_for_the_vocabulary(vocab) -> None:
