@@ -394,6 +394,7 @@ def test_item_classes_keep_gap_runs_small() -> None:
         assert not checker.check([*slots[:-3], *enc("]]}")])
         m = checker._matcher
         ops = np.array([OP_GAP] * 24)
-        top = m._call(scan_ops, m._n_sets, ops, 24, checker._classes, checker._comp, classify)
-        sizes[classify] = int(m._S[top, 1] - m._S[top - 1, 1])  # lexeme items after the run
+        chart = m.chart
+        top = chart.run(scan_ops, chart.n_sets, ops, 24, checker._classes, checker._comp, classify)
+        sizes[classify] = chart.lexeme_items(top)  # lexeme items after the run
     assert sizes[1] * 2 < sizes[0], sizes

@@ -24,7 +24,7 @@ from conftest import GRAMMAR_DIR, grammar_text
 from support.tokenizers import load_tokenizer, load_vocab
 
 import corral
-import corral.automata.compiled as compiled_module
+import corral.automata.cache_file as cache_file_module
 from corral import CompiledGrammar, Vocabulary, allocate_bitmask
 from corral.errors import CacheWarning
 
@@ -322,7 +322,7 @@ def test_edits_would_change_masks_if_trusted(
     first = corral.compile(spec, vocab, cache=False, cache_dir=tmp_path)
     path = tmp_path / f"{first.cache_key}.npz"
     SCENARIOS[scenario][0](path, _sibling_file(sibling, vocab, tmp_path / "sibling"), vocab)
-    monkeypatch.setattr(CompiledGrammar, "_identity_problem", lambda self, arrays: "")
+    monkeypatch.setattr(cache_file_module, "identity_problem", lambda arrays, key: "")
     trusting = corral.compile(spec, vocab, cache=False, precompute=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)
@@ -400,7 +400,7 @@ def test_key_covers_format_and_tables(
 
     base = corral.compile(OTHER, vocab, cache=False, precompute=False).cache_key
     assert corral.compile(OTHER, vocab, cache=False, precompute=False).cache_key == base
-    monkeypatch.setattr(compiled_module, "_DISK_FORMAT", compiled_module._DISK_FORMAT + 1)
+    monkeypatch.setattr(cache_file_module, "FORMAT", cache_file_module.FORMAT + 1)
     assert corral.compile(OTHER, vocab, cache=False, precompute=False).cache_key != base
     monkeypatch.undo()
     cg = corral.compile(OTHER, vocab, cache=False, precompute=False)

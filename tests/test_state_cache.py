@@ -105,8 +105,7 @@ def test_signature_separates_and_matches_states(llama3) -> None:  # type: ignore
         cg = corral.compile(schema, v, cache=False)
         m = cg.matcher()
         m.consume_tokens(tok.encode(f'{{"{key}":"', add_special_tokens=False))
-        n = m._n_sets
-        states = m._L[m._S[n - 1, 1] : m._S[n, 1], 0]
+        states = m.chart.lexer_states()
         lt = cg.tables
         sigs = {
             state_signature(lt.gt, lt.lex_trans, int(g), depth, 10_000).tobytes() for g in states

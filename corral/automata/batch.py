@@ -54,7 +54,7 @@ def fill_next_token_bitmasks(
         if m is None:
             arr[i] = -1
         else:
-            m._fill_row(arr[i].view(np.uint32))
+            m.fill_row(arr[i].view(np.uint32))
 
     n = len(matchers)
     workers = num_threads if num_threads is not None else min(n, os.cpu_count() or 1)

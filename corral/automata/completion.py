@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import UnsupportedFeatureError
-from .tables import H_BYTE_CLASS
+from .kernels.layout import H_BYTE_CLASS, OP_GAP, OP_OPT, OP_SPECIAL
 from .vocabulary import EOS, NORMAL, SPECIAL
 
 if TYPE_CHECKING:
@@ -167,14 +167,15 @@ class CompletionChecker:
         if not ended and self._advance_prefix(prefix[:first_gap]):
             ops = self._ops(prefix[first_gap:])
             m = self._matcher
-            top = m._n_sets
+            chart = m.chart
+            top = chart.n_sets
             if ops is not None and len(ops):
                 arr = np.array(ops, np.int64)
-                top = m._call(
-                    scan_ops, m._n_sets, arr, len(arr), self._classes, self._comp, self._classify
+                top = chart.run(
+                    scan_ops, chart.n_sets, arr, len(arr), self._classes, self._comp, self._classify
                 )
             if ops is not None and top > 0:
-                m._fill_row(out, top)
+                m.fill_row(out, top)
         bits = np.unpackbits(out.view(np.uint8), bitorder="little")[: c.vocab_size]
         allowed = bits.astype(bool)
         allowed[list(vocab.eos_token_ids)] = True
@@ -183,8 +184,6 @@ class CompletionChecker:
     def _ops(self, slots: Sequence[int]) -> list[int] | None:
         """The lattice ops of known tokens and unknown slots (``None``: a token that
         cannot be read inside an output)."""
-        from .kernels.lattice import OP_GAP, OP_OPT, OP_SPECIAL  # numba: loaded on first use
-
         c = self.compiled
         kinds = c.vocab.kinds
         ops: list[int] = []
@@ -195,7 +194,7 @@ class CompletionChecker:
                 ops.append(OP_GAP)
             elif t == MASK_OPT:
                 ops.append(OP_OPT)
-            elif kinds[t] == SPECIAL and t in c._special_term_of_token:
+            elif kinds[t] == SPECIAL and c.is_special_terminal(t):
                 ops.append(OP_SPECIAL + c.special_start_state(t))
             else:
                 return None
@@ -221,9 +220,16 @@ class CompletionChecker:
     def _run(self, ops: np.ndarray, n_opt: int) -> bool:
         from .kernels.lattice import completable
 
-        m = self._matcher  # never finished: EOS ends the slots before the prefix
-        st = m._call(
-            completable, m._n_sets, ops, len(ops), n_opt, self._classes, self._comp, self._classify
+        chart = self._matcher.chart  # never finished: EOS ends the slots before the prefix
+        st = chart.run(
+            completable,
+            chart.n_sets,
+            ops,
+            len(ops),
+            n_opt,
+            self._classes,
+            self._comp,
+            self._classify,
         )
         return st > 0
 

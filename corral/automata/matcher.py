@@ -1,26 +1,28 @@
 """Matcher: the state of one sequence under a compiled grammar.
 
-A matcher owns a byte-level Earley chart (``kernels/earley.py``). Each consumed token
-appends the chart sets for its bytes; rollback pops them. The matcher never fails open:
-a token the grammar does not allow raises :class:`TokenRejectedError` and changes nothing.
+A matcher owns a byte-level Earley chart (:class:`~corral.automata.chart.Chart`). Each
+consumed token appends the chart sets for its bytes; rollback pops them. The matcher never
+fails open: a token the grammar does not allow raises :class:`TokenRejectedError` and
+changes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import CompileBudgetError, CorralError, MatcherStateError, TokenRejectedError
 from .bitmask import as_int, as_int_list, as_numpy_bitmask
-from .compiled import CompiledGrammar
+from .chart import Chart
 from .kernels import earley, mask
+from .kernels.layout import ERR_MEMO, FRAME_COLS, MEMO_COLS, MEMO_SIZE
 from .vocabulary import EOS, NORMAL, SPECIAL
 
-_INITIAL_P = 512
-_INITIAL_L = 512
-_INITIAL_S = 512
+if TYPE_CHECKING:
+    from .compiled import CompiledGrammar
+
 _MAX_FORCED_BYTES = 4096
 _MAX_MEMO = 1 << 22
 
@@ -34,19 +36,8 @@ class Matcher:
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
-        t = compiled.tables
-        self._gt = t.gt
-        self._lex = t.lex_trans
-        self._P, self._L, self._S, self._stamp, self._sorig, self._ctx = earley.new_chart(
-            t.n_items,
-            t.n_lexer_states,
-            t.n_terminals,
-            t.n_nonterminals,
-            _INITIAL_P,
-            _INITIAL_L,
-            _INITIAL_S,
-        )
-        self._memo = np.zeros((mask.MEMO_SIZE, 3), np.int64)
+        self.chart = Chart(compiled.tables)
+        self._memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
         self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         # (n_sets, finished, text length) before each consumed token
         self._history: list[tuple[int, bool, int]] = []
@@ -54,41 +45,6 @@ class Matcher:
         self._check = compiled.grammar.final_check
         self._check_memo: tuple[tuple[int, int], bool] | None = None
         self._finished = False
-        self._n_sets = 0
-        if self._call(earley.init_chart) != 1:  # pragma: no cover - normalisation rules it out
-            raise CorralError("the grammar accepts nothing")
-        self._n_sets = 1
-
-    # -- kernel calls -------------------------------------------------------------------
-    def _call(self, kernel: Callable[..., Any], *args: Any) -> int:
-        """Run a chart kernel, growing the chart and retrying on a capacity error."""
-        while True:
-            st = int(
-                kernel(
-                    self._gt,
-                    self._lex,
-                    self._P,
-                    self._L,
-                    self._S,
-                    self._stamp,
-                    self._sorig,
-                    self._ctx,
-                    *args,
-                )
-            )
-            if st >= 0 or st < earley.ERR_S:
-                return st
-            self._grow(st)
-
-    def _grow(self, code: int) -> None:
-        if code == earley.ERR_P:
-            self._P = _grow_rows(self._P)
-        elif code == earley.ERR_L:
-            self._L = _grow_rows(self._L)
-        elif code == earley.ERR_S:
-            self._S = _grow_rows(self._S)
-        else:  # pragma: no cover
-            raise CorralError(f"internal error code {code}")
 
     # -- queries ----------------------------------------------------------------------
     @property
@@ -97,13 +53,13 @@ class Matcher:
 
     def is_accepting(self) -> bool:
         """Whether the tokens consumed so far form a complete word of the grammar."""
-        if not self._S[self._n_sets - 1, 2]:
+        if not self.chart.accepting():
             return False
         return self._check is None or self._passes_final_check()
 
     def _passes_final_check(self) -> bool:
         """The grammar's final check on the text so far (cached per position)."""
-        key = (self._n_sets, len(self._text))
+        key = (self.chart.n_sets, len(self._text))
         if self._check_memo is None or self._check_memo[0] != key:
             assert self._check is not None
             self._check_memo = (key, bool(self._check(bytes(self._text))))
@@ -131,48 +87,46 @@ class Matcher:
         arr = as_numpy_bitmask(out, self.compiled.vocab_size)
         if not 0 <= row < arr.shape[0]:
             raise ValueError(f"row {row} is outside the bitmask's batch of {arr.shape[0]}")
-        self._fill_row(arr[row].view(np.uint32))
+        self.fill_row(arr[row].view(np.uint32))
 
-    def _fill_row(self, dst: np.ndarray, n_sets: int | None = None) -> None:
-        """The mask after chart sets ``0 .. n_sets-1`` (default: the input so far; more
-        sets are a continuation a kernel scanned into the scratch sets)."""
+    def fill_row(self, dst: np.ndarray, n_sets: int | None = None) -> None:
+        """Write into ``dst`` (``uint32 [ceil(V/32)]``, overwritten) the tokens allowed
+        after chart sets ``0 .. n_sets-1`` (default: the input so far; more sets are a
+        continuation that a kernel built above it, see :meth:`Chart.run`)."""
         c = self.compiled
-        top = self._n_sets if n_sets is None else n_sets
+        chart = self.chart
+        top = chart.n_sets if n_sets is None else n_sets
         if self._finished:
             dst[:] = 0
             for e in c.eos_ids.tolist():
                 dst[e >> 5] |= np.uint32(1 << (e & 31))
             return
-        trie = c.vocab.trie
+        trie = c.vocab.trie.kernel_arrays
         states, frames, rk = self._walk_scratch()
         while True:
-            cmeta, dense, dense_rank, sparse, ends = c.lexer_cache()
-            st = self._call(
-                mask.fill_mask, top, trie.node_byte, trie.depth, trie.subtree_end,
-                trie.child_start, trie.children, trie.tok_start, trie.tok_count,
-                trie.token_ids, trie.rank_at, cmeta, dense, dense_rank, sparse, ends,
-                c.eos_ids, states, frames, self._memo, dst, rk,
-            )  # fmt: skip
+            scratch = (states, frames, self._memo, rk)  # kernels.layout.MaskScratch
+            caches = c.caches.snapshot()  # kernels.layout.CacheArrays
+            st = chart.run(mask.fill_mask, top, trie, caches, c.eos_ids, scratch, dst)
             if st == 0:
                 if (
                     self._check is not None
-                    and top == self._n_sets
-                    and self._S[top - 1, 2]
+                    and top == chart.n_sets
+                    and chart.accepting(top)
                     and not self._passes_final_check()
                 ):
                     for e in c.eos_ids.tolist():
                         dst[e >> 5] &= ~np.uint32(1 << (e & 31))
                 return
             if st > 0:  # a lexer state without a token cache yet
-                c.ensure_cached(self._L[self._S[top - 1, 1] : self._S[top, 1], 0])
-            elif st == mask.ERR_MEMO:
+                c.ensure_cached(chart.lexer_states(top))
+            elif st == ERR_MEMO:
                 if self._memo.shape[0] >= _MAX_MEMO:
                     raise CompileBudgetError(
                         "computing this mask explored more than "
                         f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the grammar "
                         "is too ambiguous at this point"
                     )
-                self._memo = np.zeros((2 * self._memo.shape[0], 3), np.int64)
+                self._memo = np.zeros((2 * self._memo.shape[0], MEMO_COLS), np.int64)
             else:  # pragma: no cover - nested walks are one level per byte
                 raise CorralError(f"internal error code {st}")
 
@@ -181,7 +135,7 @@ class Matcher:
             d = self.compiled.vocab.trie.max_depth + 2
             self._scratch = (
                 np.zeros((d, d), np.int32),
-                np.zeros((d, mask.FRAME_COLS), np.int64),
+                np.zeros((d, FRAME_COLS), np.int64),
                 np.zeros(self.compiled.rank_words, np.uint32),
             )
         return self._scratch
@@ -189,7 +143,7 @@ class Matcher:
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed next token ids, sorted (convenience; uses a full mask)."""
         buf = np.zeros(self.compiled.words, np.uint32)
-        self._fill_row(buf)
+        self.fill_row(buf)
         bits = np.unpackbits(buf.view(np.uint8), bitorder="little")[: self.compiled.vocab_size]
         return np.flatnonzero(bits)
 
@@ -206,8 +160,9 @@ class Matcher:
             raise TokenRejectedError(
                 tid, f"token id {tid} is outside the vocabulary (size {c.vocab_size})"
             )
-        kind = int(c._kinds[tid])
-        before = (self._n_sets, self._finished, len(self._text))
+        kind = int(c.token_kinds[tid])
+        chart = self.chart
+        before = (chart.n_sets, self._finished, len(self._text))
         if self._finished:
             if kind == EOS:
                 self._history.append(before)
@@ -221,11 +176,11 @@ class Matcher:
             return
         if kind == NORMAL:
             data, start, stop = c.token_data(tid)
-            n = self._call(earley.consume_bytes, self._n_sets, data, start, stop)
+            n = chart.run(earley.consume_bytes, chart.n_sets, data, start, stop)
             if n > 0:
                 self._text += data[start:stop].tobytes()
-        elif kind == SPECIAL and tid in c._special_term_of_token:
-            n = self._call(earley.consume_special, self._n_sets, c.special_start_state(tid))
+        elif kind == SPECIAL and c.is_special_terminal(tid):
+            n = chart.run(earley.consume_special, chart.n_sets, c.special_start_state(tid))
         else:
             n = 0
         if n <= 0:
@@ -235,7 +190,7 @@ class Matcher:
                 f"token {tid} ({text!r}) is not allowed by the grammar after "
                 f"{self.num_tokens} tokens",
             )
-        self._n_sets = n
+        chart.n_sets = n
         self._history.append(before)
 
     def consume_tokens(self, token_ids: Iterable[int]) -> None:
@@ -278,10 +233,11 @@ class Matcher:
         if self._finished:
             return False
         arr = np.frombuffer(bytes(data), dtype=np.uint8)
-        n = self._call(earley.consume_bytes, self._n_sets, arr, 0, arr.shape[0])
+        chart = self.chart
+        n = chart.run(earley.consume_bytes, chart.n_sets, arr, 0, arr.shape[0])
         if n <= 0:
             return False
-        self._n_sets = n
+        chart.n_sets = n
         self._text += bytes(data)
         return True
 
@@ -298,7 +254,7 @@ class Matcher:
             return
         n_sets, finished, text_len = self._history[-num_tokens]
         del self._history[-num_tokens:]
-        self._n_sets = n_sets
+        self.chart.n_sets = n_sets
         self._finished = finished
         del self._text[text_len:]
 
@@ -310,21 +266,14 @@ class Matcher:
         """An independent copy of this matcher (same position, separate future)."""
         new = object.__new__(Matcher)
         new.compiled = self.compiled
-        new._gt, new._lex = self._gt, self._lex
-        new._P = _copy_rows(self._P, int(self._S[self._n_sets, 0]))
-        new._L = _copy_rows(self._L, int(self._S[self._n_sets, 1]))
-        new._S = _copy_rows(self._S, self._n_sets + 1)
-        new._stamp = np.full_like(self._stamp, -1)
-        new._sorig = np.zeros_like(self._sorig)
-        new._ctx = self._ctx.copy()
-        new._memo = np.zeros((mask.MEMO_SIZE, 3), np.int64)
+        new.chart = self.chart.copy()
+        new._memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
         new._scratch = None
         new._history = list(self._history)
         new._text = bytearray(self._text)
         new._check = self._check
         new._check_memo = self._check_memo
         new._finished = self._finished
-        new._n_sets = self._n_sets
         return new
 
     # -- fast-forward -----------------------------------------------------------------
@@ -349,20 +298,21 @@ class Matcher:
             return b""
         allowed = np.zeros(256, np.int32)
         one = np.zeros(1, np.uint8)
-        saved = self._n_sets
+        chart = self.chart
+        saved = chart.n_sets
         forced = bytearray()
         try:
             while len(forced) < _MAX_FORCED_BYTES and not self.is_accepting():
-                if self._call(earley.allowed_bytes, self._n_sets, allowed) != 1:
+                if chart.run(earley.allowed_bytes, chart.n_sets, allowed) != 1:
                     break
                 one[0] = int(np.flatnonzero(allowed)[0])
-                n = self._call(earley.consume_bytes, self._n_sets, one, 0, 1)
+                n = chart.run(earley.consume_bytes, chart.n_sets, one, 0, 1)
                 if n <= 0:  # pragma: no cover - the byte was just found allowed
                     break
-                self._n_sets = n
+                chart.n_sets = n
                 forced.append(int(one[0]))
         finally:
-            self._n_sets = saved
+            chart.n_sets = saved
         return bytes(forced)
 
     def forced_tokens(self, tokenize: Callable[[bytes], list[int]] | None = None) -> list[int]:
@@ -399,18 +349,6 @@ class Matcher:
             n_ok += 1
         self.rollback(n_ok)
         return [t for t, _ in tokens[:n_ok]]
-
-
-def _grow_rows(a: np.ndarray) -> np.ndarray:
-    new = np.zeros((a.shape[0] * 2, *a.shape[1:]), a.dtype)
-    new[: a.shape[0]] = a
-    return new
-
-
-def _copy_rows(a: np.ndarray, used: int) -> np.ndarray:
-    new = np.zeros_like(a)
-    new[:used] = a[:used]
-    return new
 
 
 def _child(trie: Any, node: int, byte: int) -> int:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kernels.layout import ENTRY_COLS, SM_CTL_LEN
+
 _START_ENTRIES = 256
-_CTL_SLOTS = 4
 DEFAULT_MAX_BYTES = 32 << 20  # per grammar
 
 
@@ -28,31 +29,37 @@ class SubtreeMemo:
     last reached in (-1: never) and the entry stored for it in that state (-1: none);
     ``entries`` (``int32 [E, 4]``): first dead pair, count, first end pair, count, as
     offsets into ``store`` (``int32``, the pairs); ``ctl`` (``int64 [4]``): counters, see
-    ``kernels.mask.SM_*``.
+    ``kernels.layout.SM_*``.
     """
 
     def __init__(self, n_large: int, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self.state = np.full(n_large, -1, np.int32)
         self.entry = np.full(n_large, -1, np.int32)
-        self.entries = np.zeros((_START_ENTRIES, 4), np.int32)
+        self.entries = np.zeros((_START_ENTRIES, ENTRY_COLS), np.int32)
         self.store = np.zeros(16 * _START_ENTRIES, np.int32)
-        self.ctl = np.zeros(_CTL_SLOTS, np.int64)
+        self.ctl = np.zeros(SM_CTL_LEN, np.int64)
 
     @property
     def nbytes(self) -> int:
         return int(self.state.nbytes + self.entry.nbytes + self.entries.nbytes + self.store.nbytes)
 
+    def kernel_arrays(self) -> tuple[np.ndarray, ...]:
+        """The arrays as the walk kernel takes them: a plain tuple in the field order of
+        :class:`~corral.automata.kernels.layout.SubtreeMemoArrays` (build it again after
+        :meth:`grow_if_full`, which may replace arrays)."""
+        return (self.state, self.entry, self.entries, self.store, self.ctl)
+
     @property
     def hits(self) -> int:
         """How many subtrees walks have copied from the memo."""
-        from .kernels.mask import SM_HITS
+        from .kernels.layout import SM_HITS
 
         return int(self.ctl[SM_HITS])
 
     def grow_if_full(self) -> None:
         """After a walk: double the arrays that filled up, within ``max_bytes``."""
-        from .kernels.mask import SM_ENTRIES, SM_GROW, SM_USED
+        from .kernels.layout import SM_ENTRIES, SM_GROW, SM_USED
 
         if not self.ctl[SM_GROW]:
             return
@@ -62,7 +69,7 @@ class SubtreeMemo:
             2 * n_ent >= self.entries.shape[0]
             and self.nbytes + self.entries.nbytes <= self.max_bytes
         ):
-            grown = np.zeros((2 * self.entries.shape[0], 4), np.int32)
+            grown = np.zeros((2 * self.entries.shape[0], ENTRY_COLS), np.int32)
             grown[:n_ent] = self.entries[:n_ent]
             self.entries = grown
         used = int(self.ctl[SM_USED])

@@ -32,34 +32,36 @@ import numpy as np
 from ..grammar.follow import follow_terminals, nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
 
-# header slots of `gt`
-H_NT = 0  # number of terminals
-H_NN = 1  # number of nonterminals
-H_NI = 2  # number of dotted items
-H_G = 3  # number of lexer states
-H_FINAL = 4  # item S' -> start .
-H_START = 5  # item S' -> . start
-H_NCLS = 6  # number of byte classes
-H_ITEM_SYM = 7  # [NI] next symbol: terminal t, or NT + nonterminal, or -1 (complete)
-H_ITEM_LHS = 8  # [NI] left-hand nonterminal
-H_PRED_START = 9  # [NN+1] CSR offsets into PRED_ITEMS
-H_PRED_ITEMS = 10  # initial items of each nonterminal's productions
-H_NULLABLE = 11  # [NN]
-H_TERM_START = 12  # [NT] global lexer start state of each terminal
-H_TERM_IGNORE = 13  # [NT] 1 if the terminal is ignored (%ignore)
-H_LEX_TERM = 14  # [G] terminal of each lexer state
-H_LEX_ACCEPT = 15  # [G] 1 if the lexer state accepts
-H_BYTE_CLASS = 16  # [256] byte -> byte class
-H_IGNORE_LIST = 17  # [N_IGNORE] ignored terminals
-H_N_IGNORE = 18
-H_LEX_IS_START = 19  # [G] 1 if the state is a terminal's start state
-H_SPECIAL_TERM = 20  # [NT] special token id a terminal stands for, or -1
-H_FOLLOW_BYTES = 21  # [NT * 8] 256-bit sets: bytes that may start a lexeme after terminal t
-H_TRAP = 22  # the trap lexer state (a blocked lexeme end), or -1 if there is none
-H_FIRST_START = 23  # [G+1] CSR offsets into FIRST_BYTES (empty unless a start state)
-H_FIRST_BYTES = 24  # bytes a terminal's lexeme can start with, per start state
-H_N_SPECIAL = 25  # number of terminals that stand for special tokens
-HEADER_LEN = 32
+# header slots of `gt`: named in kernels/layout.py (re-exported here for the table builder)
+from .kernels.layout import (
+    H_BYTE_CLASS,
+    H_FINAL,
+    H_FIRST_BYTES,
+    H_FIRST_START,
+    H_FOLLOW_BYTES,
+    H_G,
+    H_IGNORE_LIST,
+    H_ITEM_LHS,
+    H_ITEM_SYM,
+    H_LEX_ACCEPT,
+    H_LEX_IS_START,
+    H_LEX_TERM,
+    H_N_IGNORE,
+    H_N_SPECIAL,
+    H_NCLS,
+    H_NI,
+    H_NN,
+    H_NT,
+    H_NULLABLE,
+    H_PRED_ITEMS,
+    H_PRED_START,
+    H_SPECIAL_TERM,
+    H_START,
+    H_TERM_IGNORE,
+    H_TERM_START,
+    H_TRAP,
+    HEADER_LEN,
+)
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,22 @@ class TokenTrie:
     large_index: np.ndarray  # int32 [n_nodes]: index among the large nodes, or -1
     n_large: int
 
+    @functools.cached_property
+    def kernel_arrays(self) -> tuple[Any, ...]:
+        """The trie as mask kernels take it: a plain tuple of the fields named by
+        :class:`~corral.automata.kernels.layout.TrieArrays`, in its order."""
+        from .kernels.layout import TrieArrays
+
+        return tuple(getattr(self, name) for name in TrieArrays._fields)
+
+    @functools.cached_property
+    def kernel_runs(self) -> tuple[Any, ...]:
+        """The trie's run indexes as the token-cache walk takes them: a plain tuple of the
+        fields named by :class:`~corral.automata.kernels.layout.TrieRuns`."""
+        from .kernels.layout import TrieRuns
+
+        return tuple(getattr(self, name) for name in TrieRuns._fields)
+
     @property
     def n_nodes(self) -> int:
         return int(self.node_byte.shape[0])

@@ -7,12 +7,12 @@ that *continuation* make the item behave the same, so one copy suffices. A lexem
 ``(state, origin)`` likewise depends on its origin only through the continuation of its
 terminal there.
 
-Every item carries a class (``P[q, 3]``, ``L[q, 3]``): items with equal classes and equal
-rule (lexer state) behave the same wherever their origins lie, and the chart keeps one of
-them. By default the class is ``-(origin + 1)``: identity, no merging. In a set built
-with ``ctx[C_CLASSIFY]`` on (the completability check's gap runs, where the sets would
-otherwise hold one copy of each item per byte position a lexeme or rule could have
-started at), ``classify_set`` gives the items that originate in the set a hash of their
+Every item carries a class (``P[q, P_CLASS]``, ``L[q, L_CLASS]``): items with equal
+classes and equal rule (lexer state) behave the same wherever their origins lie, and the
+chart keeps one of them. By default the class is ``-(origin + 1)``: identity, no merging.
+In a set built with ``ctx[C_CLASSIFY]`` on (the completability check's gap runs, where
+the sets would otherwise hold one copy of each item per byte position a lexeme or rule
+could have started at), ``classify_set`` gives the items that originate in the set a hash of their
 continuation instead:
 
     cont(k, X) = H{ (item after X, class) : item in set k waits for X }
@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..tables import (
+from .layout import (
     H_G,
     H_ITEM_LHS,
     H_ITEM_SYM,
@@ -46,6 +46,15 @@ from ..tables import (
     H_NN,
     H_NT,
     H_TERM_IGNORE,
+    L_CLASS,
+    L_ORIGIN,
+    L_STATE,
+    P_CLASS,
+    P_ITEM,
+    P_LINK,
+    P_ORIGIN,
+    S_L,
+    S_P,
 )
 
 MAX_DEPTH = 32  # frames of one unfolding
@@ -70,9 +79,9 @@ def scratch_size(n_terminals: int, n_nonterminals: int) -> int:
 
 @njit(cache=True, nogil=True)
 def classify_set(gt, P, L, S, stamp, ser, k, p_end, l_end):  # type: ignore[no-untyped-def]
-    """Give the items of set ``k`` (rows ``S[k,0]:p_end`` and ``S[k,1]:l_end``) that
+    """Give the items of set ``k`` (rows ``S[k, S_P]:p_end`` and ``S[k, S_L]:l_end``) that
     originate in ``k`` their continuation classes. ``ser``: the set's serial (stamps the
-    scratch). Overwrites ``P[:, 2]`` of the set (the dedupe links, dead once the set is
+    scratch). Overwrites ``P[:, P_LINK]`` of the set (the dedupe links, dead once the set is
     built) with per-symbol chains."""
     NT = gt[H_NT]
     n_sym = NT + gt[H_NN]
@@ -84,31 +93,31 @@ def classify_set(gt, P, L, S, stamp, ser, k, p_end, l_end):  # type: ignore[no-u
     st_head = base + 2 * n_sym  # [n_sym] first row of the symbol's chain
     fr = base + 3 * n_sym  # frames: symbol, next row, hash, lowest frame referred to
     # chain the set's waiting items by the symbol they wait for
-    for q in range(S[k, 0], p_end):
-        s = gt[item_sym + P[q, 0]]
+    for q in range(S[k, S_P], p_end):
+        s = gt[item_sym + P[q, P_ITEM]]
         if s < 0:
             continue
         if stamp[st_stamp + s] == ser:
-            P[q, 2] = stamp[st_head + s]
+            P[q, P_LINK] = stamp[st_head + s]
         else:
             stamp[st_stamp + s] = ser
             stamp[st_val + s] = 0
-            P[q, 2] = -1
+            P[q, P_LINK] = -1
         stamp[st_head + s] = q
-    for q in range(S[k, 0], p_end):
-        if P[q, 1] == k:
-            v = _cont(gt, P, stamp, k, ser, NT + gt[item_lhs + P[q, 0]], fr)
+    for q in range(S[k, S_P], p_end):
+        if P[q, P_ORIGIN] == k:
+            v = _cont(gt, P, stamp, k, ser, NT + gt[item_lhs + P[q, P_ITEM]], fr)
             if v != 0:
-                P[q, 3] = v
+                P[q, P_CLASS] = v
     lex_term = gt[H_LEX_TERM]
     ignore = gt[H_TERM_IGNORE]
-    for q in range(S[k, 1], l_end):
-        if L[q, 1] == k:
-            t = gt[lex_term + L[q, 0]]
+    for q in range(S[k, S_L], l_end):
+        if L[q, L_ORIGIN] == k:
+            t = gt[lex_term + L[q, L_STATE]]
             if gt[ignore + t] == 0:
                 v = _cont(gt, P, stamp, k, ser, t, fr)
                 if v != 0:
-                    L[q, 3] = v
+                    L[q, L_CLASS] = v
 
 
 @njit(cache=True, nogil=True)
@@ -138,10 +147,10 @@ def _cont(gt, P, stamp, k, ser, root, fr):  # type: ignore[no-untyped-def]
         q = stamp[f + 1]
         descended = False
         while q >= 0:
-            it = P[q, 0]
-            if P[q, 1] != k:
-                stamp[f + 2] += mix((it + 1) * _K_ITEM + P[q, 3])
-                q = P[q, 2]
+            it = P[q, P_ITEM]
+            if P[q, P_ORIGIN] != k:
+                stamp[f + 2] += mix((it + 1) * _K_ITEM + P[q, P_CLASS])
+                q = P[q, P_LINK]
                 continue
             y = NT + gt[item_lhs + it]
             d = -1
@@ -153,15 +162,15 @@ def _cont(gt, P, stamp, k, ser, root, fr):  # type: ignore[no-untyped-def]
                 stamp[f + 2] += mix((it + 1) * _K_ITEM + (sp - 1 - d + 1) * _K_REF)
                 if d < stamp[f + 3]:
                     stamp[f + 3] = d
-                q = P[q, 2]
+                q = P[q, P_LINK]
                 continue
             if stamp[st_stamp + y] == ser and stamp[st_val + y] != 0:
                 stamp[f + 2] += mix((it + 1) * _K_ITEM + stamp[st_val + y])
-                q = P[q, 2]
+                q = P[q, P_LINK]
                 continue
             if stamp[st_stamp + y] != ser:
                 stamp[f + 2] += mix((it + 1) * _K_ITEM + _value(y, 0))
-                q = P[q, 2]
+                q = P[q, P_LINK]
                 continue
             expansions += 1
             if sp >= MAX_DEPTH or expansions > MAX_EXPANSIONS:
@@ -189,10 +198,10 @@ def _cont(gt, P, stamp, k, ser, root, fr):  # type: ignore[no-untyped-def]
             return v
         pf = fr + 4 * (sp - 1)
         pq = stamp[pf + 1]
-        stamp[pf + 2] += mix((P[pq, 0] + 1) * _K_ITEM + v)
+        stamp[pf + 2] += mix((P[pq, P_ITEM] + 1) * _K_ITEM + v)
         if low < stamp[pf + 3]:
             stamp[pf + 3] = low
-        stamp[pf + 1] = P[pq, 2]
+        stamp[pf + 1] = P[pq, P_LINK]
     return 0  # pragma: no cover - the loop returns from the root frame
 
 

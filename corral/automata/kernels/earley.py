@@ -12,29 +12,28 @@ to two sets:
   terminal forbids it to end before the byte it cannot read reaches the trap state
   (``tables.H_TRAP``) instead: it is dropped like one that dies.
 
-Chart layout (all owned by one matcher):
+Chart layout (owned by one ``corral.automata.chart.Chart``; columns and slots are named
+in ``kernels/layout.py``):
 
-* ``P``: ``int64 [capP, 4]`` parser items ``(item, origin, link, class)``;
-* ``L``: ``int64 [capL, 4]`` lexeme items ``(lexer state, origin, link, class)``; the
-  origin is the completion set (or set 0) whose parser items the lexeme will advance; the
-  class says which items behave the same (``kernels/continuation.py``): ``-(origin+1)``
-  unless the set was classified;
-* ``S``: ``int64 [capS, 4]``; set ``k`` holds parser items ``P[S[k,0]:S[k+1,0]]`` and lexeme
-  items ``L[S[k,1]:S[k+1,1]]``; ``S[k,2]`` = 1 if the input read so far is a complete word
-  (for a byte set: once its pending lexemes end, i.e. if the text ended here); ``S[k,3]``
-  is a structural hash of the set (its items, each origin replaced by the origin set's own
-  hash), equal for sets that behave the same wherever they lie. ``S[n_sets, 0:2]`` is
-  always the end of the last set.
+* ``P``: ``int64 [capP, 4]`` parser items ``(item, origin, link, class)`` (``P_*``);
+* ``L``: ``int64 [capL, 4]`` lexeme items ``(lexer state, origin, link, class)``
+  (``L_*``); the origin is the completion set (or set 0) whose parser items the lexeme
+  will advance; the class says which items behave the same (``kernels/continuation.py``):
+  ``-(origin+1)`` unless the set was classified;
+* ``S``: ``int64 [capS, 4]`` (``S_*``); set ``k`` holds parser items
+  ``P[S[k, S_P] : S[k+1, S_P]]`` and lexeme items ``L[S[k, S_L] : S[k+1, S_L]]``;
+  ``S[k, S_ACCEPT]`` = 1 if the input read so far is a complete word (for a byte set:
+  once its pending lexemes end, i.e. if the text ended here); ``S[k, S_HASH]`` is a
+  structural hash of the set (its items, each origin replaced by the origin set's own
+  hash), equal for sets that behave the same wherever they lie. ``S[n_sets, S_P]`` and
+  ``S[n_sets, S_L]`` are always the ends of the last set.
 * ``stamp``: ``int64 [NI + 2G + NN + scratch]`` dedupe stamps (and the scratch of
   ``classify_set``); ``sorig``: ``int32 [NI + G]``, for a dotted rule (or lexer state)
   stamped in the set being built, the row of its last item there; ``link`` chains each
   item to the previous one of the same rule (state) in its set, ``-1`` ending the chain.
   An item is not added twice: nor again with another origin of the same class.
-* ``ctx``: ``int64 [12]`` cursors of the set being built: 0 parser cursor, 1 lexeme cursor,
-  2 serial (a new value per set), 3 accepting, 4 error, 5 "a terminal was predicted",
-  6 and 7 scratch serials for callers, 8 "the start rule completed in this set",
-  9 a version counter for callers, 10 item classes: 0 off, 1 on for gap positions
-  (set by the completability kernels), 2 classify the completion sets built now.
+* ``ctx``: ``int64 [CTX_LEN]`` cursors of the set being built and counters kept for
+  callers (the ``C_*`` slots).
 
 Sets form a stack: building set ``k`` overwrites whatever lay at ``k`` and above, so
 popping is just lowering ``n_sets``. Builders return the new number of sets (the set is
@@ -47,7 +46,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..tables import (
+from .continuation import classify_set, mix, scratch_size
+from .layout import (
+    C_ACC,
+    C_CLASSIFY,
+    C_ERR,
+    C_LC,
+    C_OWNACC,
+    C_PC,
+    C_SERIAL,
+    C_TERM,
+    CTX_LEN,
+    ERR_L,
+    ERR_P,
+    ERR_S,
     H_BYTE_CLASS,
     H_FINAL,
     H_G,
@@ -59,7 +71,6 @@ from ..tables import (
     H_LEX_TERM,
     H_N_IGNORE,
     H_NI,
-    H_NN,
     H_NT,
     H_NULLABLE,
     H_PRED_ITEMS,
@@ -68,15 +79,21 @@ from ..tables import (
     H_TERM_IGNORE,
     H_TERM_START,
     H_TRAP,
+    ITEM_COLS,
+    L_CLASS,
+    L_LINK,
+    L_ORIGIN,
+    L_STATE,
+    P_CLASS,
+    P_ITEM,
+    P_LINK,
+    P_ORIGIN,
+    S_ACCEPT,
+    S_HASH,
+    S_L,
+    S_P,
+    SET_COLS,
 )
-from .continuation import classify_set, mix, scratch_size
-
-ERR_P = -1
-ERR_L = -2
-ERR_S = -3
-
-C_PC, C_LC, C_SERIAL, C_ACC, C_ERR, C_TERM = 0, 1, 2, 3, 4, 5
-C_SCRATCH, C_SCRATCH2, C_OWNACC, C_VERSION, C_CLASSIFY = 6, 7, 8, 9, 10
 
 _SELF = 0x5BD1E995  # stands for "this set" as an origin in structural hashes
 _ROOT = 0x3C6EF372FE94F82B  # marks set 0's hash
@@ -92,19 +109,19 @@ def _add_p(P, stamp, sorig, ctx, it, o, cls):  # type: ignore[no-untyped-def]
         prev = sorig[it]
         q = prev
         while q >= 0:  # the items of this set with the same dotted rule
-            if P[q, 3] == cls:
+            if P[q, P_CLASS] == cls:
                 return
-            q = P[q, 2]
+            q = P[q, P_LINK]
     else:
         stamp[it] = ser
     pc = ctx[C_PC]
     if pc >= P.shape[0]:
         ctx[C_ERR] = ERR_P
         return
-    P[pc, 0] = it
-    P[pc, 1] = o
-    P[pc, 2] = prev
-    P[pc, 3] = cls
+    P[pc, P_ITEM] = it
+    P[pc, P_ORIGIN] = o
+    P[pc, P_LINK] = prev
+    P[pc, P_CLASS] = cls
     sorig[it] = pc
     ctx[C_PC] = pc + 1
 
@@ -119,19 +136,19 @@ def _add_l(L, stamp, sorig, ctx, ni, g, o, cls):  # type: ignore[no-untyped-def]
         prev = sorig[ni + g]
         q = prev
         while q >= 0:  # the items of this set in the same lexer state
-            if L[q, 3] == cls:
+            if L[q, L_CLASS] == cls:
                 return
-            q = L[q, 2]
+            q = L[q, L_LINK]
     else:
         stamp[ni + g] = ser
     lc = ctx[C_LC]
     if lc >= L.shape[0]:
         ctx[C_ERR] = ERR_L
         return
-    L[lc, 0] = g
-    L[lc, 1] = o
-    L[lc, 2] = prev
-    L[lc, 3] = cls
+    L[lc, L_STATE] = g
+    L[lc, L_ORIGIN] = o
+    L[lc, L_LINK] = prev
+    L[lc, L_CLASS] = cls
     sorig[ni + g] = lc
     ctx[C_LC] = lc + 1
 
@@ -144,25 +161,25 @@ def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, o):  # type: ignore[no
     if gt[gt[H_TERM_IGNORE] + t]:
         # An ignored lexeme: the parser stays where it was at `o`; copy o's fresh lexemes.
         is_start = gt[H_LEX_IS_START]
-        for q in range(S[o, 1], S[o + 1, 1]):
-            g = L[q, 0]
-            if L[q, 1] == o and gt[is_start + g]:
-                _add_l(L, stamp, sorig, ctx, ni, g, o, L[q, 3])
-        if S[o, 2]:
+        for q in range(S[o, S_L], S[o + 1, S_L]):
+            g = L[q, L_STATE]
+            if L[q, L_ORIGIN] == o and gt[is_start + g]:
+                _add_l(L, stamp, sorig, ctx, ni, g, o, L[q, L_CLASS])
+        if S[o, S_ACCEPT]:
             ctx[C_ACC] = 1
         # A terminal may be both ignored and named in rules (Lark merges equal literals):
         # it may then also advance the items that expect it, below.
     item_sym = gt[H_ITEM_SYM]
-    for r in range(S[o, 0], S[o + 1, 0]):
-        it = P[r, 0]
+    for r in range(S[o, S_P], S[o + 1, S_P]):
+        it = P[r, P_ITEM]
         if gt[item_sym + it] == t:
-            _add_p(P, stamp, sorig, ctx, it + 1, P[r, 1], P[r, 3])
+            _add_p(P, stamp, sorig, ctx, it + 1, P[r, P_ORIGIN], P[r, P_CLASS])
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _begin(S, ctx, k):  # type: ignore[no-untyped-def]
-    ctx[C_PC] = S[k, 0]
-    ctx[C_LC] = S[k, 1]
+    ctx[C_PC] = S[k, S_P]
+    ctx[C_LC] = S[k, S_L]
     ctx[C_SERIAL] += 1
     ctx[C_ACC] = 0
     ctx[C_ERR] = 0
@@ -173,25 +190,25 @@ def _begin(S, ctx, k):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always")
 def _seal(P, L, S, ctx, k):  # type: ignore[no-untyped-def]
     """Record set ``k``'s extent, accepting flag and structural hash."""
-    p0 = S[k, 0]
-    l0 = S[k, 1]
+    p0 = S[k, S_P]
+    l0 = S[k, S_L]
     pc = ctx[C_PC]
     lc = ctx[C_LC]
-    S[k + 1, 0] = pc
-    S[k + 1, 1] = lc
-    S[k, 2] = ctx[C_ACC]
+    S[k + 1, S_P] = pc
+    S[k + 1, S_L] = lc
+    S[k, S_ACCEPT] = ctx[C_ACC]
     h = ctx[C_ACC] * 0x2545F4914F6CDD1D
     for q in range(p0, pc):
-        o = P[q, 1]
-        oh = _SELF if o == k else S[o, 3]
-        h += mix(P[q, 0] * 0x100000001B3 + oh)
+        o = P[q, P_ORIGIN]
+        oh = _SELF if o == k else S[o, S_HASH]
+        h += mix(P[q, P_ITEM] * 0x100000001B3 + oh)
     for q in range(l0, lc):
-        o = L[q, 1]
-        oh = _SELF if o == k else S[o, 3]
-        h += mix(~(L[q, 0] * 0x100000001B3 + oh))
+        o = L[q, L_ORIGIN]
+        oh = _SELF if o == k else S[o, S_HASH]
+        h += mix(~(L[q, L_STATE] * 0x100000001B3 + oh))
     if k == 0:
         h ^= _ROOT  # only set 0 completes the start rule: no other set behaves as it does
-    S[k, 3] = h
+    S[k, S_HASH] = h
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -211,16 +228,16 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
     term_start = gt[H_TERM_START]
     final = gt[H_FINAL]
     nt_stamp = ni + G
-    p0 = S[k, 0]
-    l0 = S[k, 1]
+    p0 = S[k, S_P]
+    l0 = S[k, S_L]
     ser = ctx[C_SERIAL]
     q = p0
     while q < ctx[C_PC]:
         if ctx[C_ERR] != 0:
             return ctx[C_ERR]
-        it = P[q, 0]
-        o = P[q, 1]
-        cls = P[q, 3]
+        it = P[q, P_ITEM]
+        o = P[q, P_ORIGIN]
+        cls = P[q, P_CLASS]
         q += 1
         s = gt[item_sym + it]
         if s < 0:
@@ -230,10 +247,10 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
             if o == k:
                 continue  # nullable completion: handled when predicting (Aycock-Horspool)
             a = gt[item_lhs + it] + NT
-            for r in range(S[o, 0], S[o + 1, 0]):
-                it2 = P[r, 0]
+            for r in range(S[o, S_P], S[o + 1, S_P]):
+                it2 = P[r, P_ITEM]
                 if gt[item_sym + it2] == a:
-                    _add_p(P, stamp, sorig, ctx, it2 + 1, P[r, 1], P[r, 3])
+                    _add_p(P, stamp, sorig, ctx, it2 + 1, P[r, P_ORIGIN], P[r, P_CLASS])
         elif s < NT:
             _add_l(L, stamp, sorig, ctx, ni, gt[term_start + s], k, -(k + 1))
             ctx[C_TERM] = 1
@@ -268,9 +285,9 @@ def init_chart(gt, lex_trans, P, L, S, stamp, sorig, ctx):  # type: ignore[no-un
     keeps the signature of the other chart kernels.)"""
     if S.shape[0] < 2:
         return ERR_S
-    S[0, 0] = 0
-    S[0, 1] = 0
-    S[0, 3] = 0
+    S[0, S_P] = 0
+    S[0, S_L] = 0
+    S[0, S_HASH] = 0
     _begin(S, ctx, 0)
     _add_p(P, stamp, sorig, ctx, gt[H_START], 0, -1)
     return _close(gt, P, L, S, stamp, sorig, ctx, 0)
@@ -288,8 +305,8 @@ def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only): 
     lex_accept = gt[H_LEX_ACCEPT]
     lex_term = gt[H_LEX_TERM]
     any_end = False
-    for idx in range(S[j, 1], S[j + 1, 1]):
-        g = L[idx, 0]
+    for idx in range(S[j, S_L], S[j + 1, S_L]):
+        g = L[idx, L_STATE]
         if g_only >= 0:
             if g == g_only:
                 any_end = True
@@ -302,14 +319,14 @@ def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only): 
     if k + 1 >= S.shape[0]:
         return ERR_S
     _begin(S, ctx, k)
-    for idx in range(S[j, 1], S[j + 1, 1]):
-        g = L[idx, 0]
+    for idx in range(S[j, S_L], S[j + 1, S_L]):
+        g = L[idx, L_STATE]
         if g_only >= 0:
             ends = g == g_only
         else:
             ends = gt[lex_accept + g] != 0 and (cls < 0 or lex_trans[g, cls] < 0)
         if ends:
-            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, gt[lex_term + g], L[idx, 1])
+            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, gt[lex_term + g], L[idx, L_ORIGIN])
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
 
 
@@ -339,16 +356,16 @@ def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: igno
         return ERR_S
     # 2. the byte set: every lexeme item that reads the byte
     _begin(S, ctx, b)
-    l0 = S[b, 1]
-    for idx in range(S[j, 1], S[j + 1, 1]):
-        g2 = lex_trans[L[idx, 0], cls]
+    l0 = S[b, S_L]
+    for idx in range(S[j, S_L], S[j + 1, S_L]):
+        g2 = lex_trans[L[idx, L_STATE], cls]
         if g2 >= 0 and g2 != trap:
-            _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
+            _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
     if c > 0:
-        for idx in range(S[k, 1], S[k + 1, 1]):
-            g2 = lex_trans[L[idx, 0], cls]
+        for idx in range(S[k, S_L], S[k + 1, S_L]):
+            g2 = lex_trans[L[idx, L_STATE], cls]
             if g2 >= 0 and g2 != trap:
-                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
+                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
     return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
 
 
@@ -364,17 +381,17 @@ def seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0):  # type: ig
     if ctx[C_LC] == l0:
         return 0
     acc = 0
-    for idx in range(l0, S[b + 1, 1]):
-        if gt[lex_accept + L[idx, 0]] != 0:
+    for idx in range(l0, S[b + 1, S_L]):
+        if gt[lex_accept + L[idx, L_STATE]] != 0:
             acc = 1
             break
     if acc:
         e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, b + 1, -1, -1)
         if e < 0:
             return e
-        acc = 1 if e > 0 and S[b + 1, 2] != 0 else 0
-    S[b, 2] = acc
-    S[b, 3] += acc * 0x2545F4914F6CDD1D
+        acc = 1 if e > 0 and S[b + 1, S_ACCEPT] != 0 else 0
+    S[b, S_ACCEPT] = acc
+    S[b, S_HASH] += acc * 0x2545F4914F6CDD1D
     return b + 1
 
 
@@ -429,13 +446,13 @@ def consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, g):  # ty
         return ERR_S
     _begin(S, ctx, k)
     t = gt[gt[H_LEX_TERM] + g]
-    for idx in range(S[j, 1], S[j + 1, 1]):
-        if L[idx, 0] == g:
-            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, L[idx, 1])
+    for idx in range(S[j, S_L], S[j + 1, S_L]):
+        if L[idx, L_STATE] == g:
+            _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, L[idx, L_ORIGIN])
     if e > 0:
-        for idx in range(S[n_sets, 1], S[n_sets + 1, 1]):
-            if L[idx, 0] == g:
-                _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, L[idx, 1])
+        for idx in range(S[n_sets, S_L], S[n_sets + 1, S_L]):
+            if L[idx, L_STATE] == g:
+                _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, L[idx, L_ORIGIN])
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
 
 
@@ -443,19 +460,16 @@ def new_chart(
     ni: int, g: int, nt: int, nn: int, cap_p: int, cap_l: int, cap_s: int
 ) -> tuple[np.ndarray, ...]:
     """Fresh chart arrays (see the module docs)."""
-    P = np.zeros((cap_p, 4), np.int64)
-    L = np.zeros((cap_l, 4), np.int64)
-    S = np.zeros((cap_s, 4), np.int64)
+    P = np.zeros((cap_p, ITEM_COLS), np.int64)
+    L = np.zeros((cap_l, ITEM_COLS), np.int64)
+    S = np.zeros((cap_s, SET_COLS), np.int64)
     stamp = np.full(ni + 2 * g + nn + scratch_size(nt, nn), -1, np.int64)
     sorig = np.zeros(ni + g, np.int32)
-    ctx = np.zeros(12, np.int64)
+    ctx = np.zeros(CTX_LEN, np.int64)
     return P, L, S, stamp, sorig, ctx
 
 
 __all__ = [
-    "ERR_L",
-    "ERR_P",
-    "ERR_S",
     "allowed_bytes",
     "complete_state",
     "consume_bytes",
@@ -466,6 +480,3 @@ __all__ = [
     "scan_byte",
     "seal_byte_set",
 ]
-
-# H_G and H_NN are part of the layout documented above (stamp sizes)
-_ = (H_G, H_NN)

@@ -27,12 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..tables import H_LEX_ACCEPT, H_NI, H_TRAP
 from .earley import (
-    C_ACC,
-    C_CLASSIFY,
-    C_ERR,
-    ERR_S,
     _add_l,
     _begin,
     _end_lexemes,
@@ -41,18 +36,32 @@ from .earley import (
     scan_byte,
     seal_byte_set,
 )
-
-OP_GAP = 256  # a gap byte: any byte of the gap's classes
-OP_OPT = 257  # an optional gap byte: a gap byte or nothing
-OP_SPECIAL = 512  # OP_SPECIAL + g: the special token whose terminal starts in lexer state g
+from .layout import (
+    C_ACC,
+    C_CLASSIFY,
+    C_ERR,
+    ERR_S,
+    H_LEX_ACCEPT,
+    H_NI,
+    H_TRAP,
+    L_CLASS,
+    L_ORIGIN,
+    L_STATE,
+    OP_GAP,
+    OP_OPT,
+    OP_SPECIAL,
+    S_ACCEPT,
+    S_HASH,
+    S_L,
+)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _same_ends(gt, lex_trans, L, S, j, c1, c2):  # type: ignore[no-untyped-def]
     """Whether classes ``c1`` and ``c2`` end the same lexeme items of set ``j``."""
     lex_accept = gt[H_LEX_ACCEPT]
-    for idx in range(S[j, 1], S[j + 1, 1]):
-        g = L[idx, 0]
+    for idx in range(S[j, S_L], S[j + 1, S_L]):
+        g = L[idx, L_STATE]
         if gt[lex_accept + g] != 0 and (lex_trans[g, c1] < 0) != (lex_trans[g, c2] < 0):
             return False
     return True
@@ -76,8 +85,8 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
         c = classes[ci]
         comp[ci] = -1
         ends = False
-        for idx in range(S[j, 1], S[j + 1, 1]):
-            g = L[idx, 0]
+        for idx in range(S[j, S_L], S[j + 1, S_L]):
+            g = L[idx, L_STATE]
             if gt[lex_accept + g] != 0 and lex_trans[g, c] < 0:
                 ends = True
                 break
@@ -107,20 +116,20 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
     if b + 2 >= S.shape[0]:
         return ERR_S
     _begin(S, ctx, b)
-    l0 = S[b, 1]
+    l0 = S[b, S_L]
     trap = gt[H_TRAP]  # a blocked lexeme end: dropped like a dead lexeme (see scan_byte)
     for ci in range(n_c):
         c = classes[ci]
-        for idx in range(S[j, 1], S[j + 1, 1]):
-            g2 = lex_trans[L[idx, 0], c]
+        for idx in range(S[j, S_L], S[j + 1, S_L]):
+            g2 = lex_trans[L[idx, L_STATE], c]
             if g2 >= 0 and g2 != trap:
-                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
+                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
         o = comp[ci]
         if o >= 0:
-            for idx in range(S[o, 1], S[o + 1, 1]):
-                g2 = lex_trans[L[idx, 0], c]
+            for idx in range(S[o, S_L], S[o + 1, S_L]):
+                g2 = lex_trans[L[idx, L_STATE], c]
                 if g2 >= 0 and g2 != trap:
-                    _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, 1], L[idx, 3])
+                    _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
     return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
 
 
@@ -147,13 +156,13 @@ def scan_opt(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
         return ERR_S
     ni = gt[H_NI]
     _begin(S, ctx, u)
-    for idx in range(S[j, 1], S[j + 1, 1]):
-        _add_l(L, stamp, sorig, ctx, ni, L[idx, 0], L[idx, 1], L[idx, 3])
-    for idx in range(S[b, 1], S[b + 1, 1]):
-        _add_l(L, stamp, sorig, ctx, ni, L[idx, 0], L[idx, 1], L[idx, 3])
+    for idx in range(S[j, S_L], S[j + 1, S_L]):
+        _add_l(L, stamp, sorig, ctx, ni, L[idx, L_STATE], L[idx, L_ORIGIN], L[idx, L_CLASS])
+    for idx in range(S[b, S_L], S[b + 1, S_L]):
+        _add_l(L, stamp, sorig, ctx, ni, L[idx, L_STATE], L[idx, L_ORIGIN], L[idx, L_CLASS])
     if ctx[C_ERR] != 0:
         return ctx[C_ERR]
-    ctx[C_ACC] = 1 if S[j, 2] != 0 or S[b, 2] != 0 else 0
+    ctx[C_ACC] = 1 if S[j, S_ACCEPT] != 0 or S[b, S_ACCEPT] != 0 else 0
     _seal(P, L, S, ctx, u)
     return u + 1
 
@@ -184,12 +193,12 @@ def _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, cla
         if op == OP_OPT:
             if skip:
                 continue
-            before = S[k - 1, 3]
+            before = S[k - 1, S_HASH]
             st = scan_opt(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
             if st < 0:
                 return st
             # the same set again: the rest of the run would repeat it
-            skip = st == k or S[st - 1, 3] == before
+            skip = st == k or S[st - 1, S_HASH] == before
             k = st
             continue
         skip = False
@@ -231,17 +240,17 @@ def _completable(
     k = _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, classes, comp)
     if k <= 0:
         return k
-    if S[k - 1, 2] != 0:
+    if S[k - 1, S_ACCEPT] != 0:
         return 1
     for _ in range(n_opt):
-        before = S[k - 1, 3]
+        before = S[k - 1, S_HASH]
         st = scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
         if st <= 0:
             return st
         k = st
-        if S[k - 1, 2] != 0:
+        if S[k - 1, S_ACCEPT] != 0:
             return 1
-        if S[k - 1, 3] == before:
+        if S[k - 1, S_HASH] == before:
             return 0  # the same set again: more gap bytes change nothing
     return 0
 

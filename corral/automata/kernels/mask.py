@@ -36,7 +36,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..tables import (
+from .earley import complete_state, end_lexemes
+from .layout import (
+    C_SCRATCH,
+    C_SCRATCH2,
+    C_VERSION,
+    ERR_DEPTH,
+    ERR_MEMO,
+    F_CA,
+    F_CG,
+    F_CV,
+    F_END,
+    F_FB,
+    F_FBE,
+    F_G,
+    F_IDX,
+    F_MODE,
+    F_PS,
+    F_VER,
+    F_X,
+    F_XS,
     H_BYTE_CLASS,
     H_FIRST_BYTES,
     H_FIRST_START,
@@ -50,36 +69,43 @@ from ..tables import (
     H_NN,
     H_SPECIAL_TERM,
     H_TRAP,
+    KIND_DENSE,
+    KIND_MISSING,
+    L_STATE,
+    M_ENDS,
+    M_IDX,
+    M_KIND,
+    M_LEN,
+    M_NENDS,
+    MM_GEN,
+    MM_KEY,
+    MM_NODE,
+    S_ACCEPT,
+    S_HASH,
+    S_L,
+    SE_DEAD,
+    SE_ENDS,
+    SE_NDEAD,
+    SE_NENDS,
+    SM_ENTRIES,
+    SM_GROW,
+    SM_HITS,
+    SM_USED,
+    CacheArrays,
+    MaskScratch,
+    SubtreeMemoArrays,
+    TrieArrays,
+    TrieRuns,
+    WalkMemo,
 )
-from .earley import complete_state, end_lexemes
 from .trie import UTF8_FORMS
-
-ERR_DEPTH = -4  # nested walk deeper than the scratch (cannot happen: one level per byte)
-ERR_MEMO = -5  # the memo is full: call again with a larger one
-
-KIND_MISSING, KIND_DENSE, KIND_SPARSE = 0, 1, 2
-M_KIND, M_IDX, M_LEN, M_ENDS, M_NENDS = 0, 1, 2, 3, 4
 
 _MIN_JUMP = 16  # skip plain runs only below nodes with a larger subtree (else walk them)
 # plain bytes a state may send elsewhere and still skip runs of the others: 24 admits a
 # digit or hex-digit class (the search states of an unanchored `\d{4}-\d{2}`)
 MAX_EXCEPT = 24
 MEMO_MIN = 48  # remember a walk's result below nodes with at least this many nodes
-# subtree memo control slots: entries, store used, grow wanted, hits
-SM_ENTRIES, SM_USED, SM_GROW, SM_HITS = 0, 1, 2, 3
-MEMO_SIZE = 4096  # initial slots of the memo of explored (node, set hash, lexer state)
 _MEMO_PROBES = 16
-
-# frame columns (one frame per nesting level of walks): lexer state; anchor node whose
-# children are entered; the children still to try, as a range of either the lexeme's first
-# bytes (mode 0, looked up by binary search) or the anchor's children (mode 1, scanned);
-# cursor and end of the current subtree; nested-walk index; version of the set walked
-# from; cached completion (state, version, alive); the state in which the previous lexeme
-# ended at the anchor (a child continuing that lexeme is not a place where it ends)
-F_G, F_XS, F_FB, F_FBE, F_MODE, F_X, F_END, F_IDX = 0, 1, 2, 3, 4, 5, 6, 7
-F_VER, F_CG, F_CV, F_CA, F_PS = 8, 9, 10, 11, 12
-FRAME_COLS = 13
-C_VERSION = 9  # ctx slot: last set version handed out
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -89,41 +115,7 @@ def _follows(follow, t, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def lexer_state_walk(
-    gt,
-    lex_trans,
-    node_byte,
-    depth,
-    subtree_end,
-    rank_at,
-    max_depth,
-    plain,
-    frontier,
-    frontier_begin,
-    frontier_end,
-    plain_height,
-    plain_below,
-    char_frontier,
-    char_begin,
-    char_end,
-    char_height,
-    char_below,
-    chars,
-    run,
-    step,
-    excl,
-    skip,
-    mb,
-    large_index,
-    sm_state,
-    sm_entry,
-    sm_ent,
-    sm_store,
-    sm_ctl,
-    g,
-    dead,
-    ends,
-):  # type: ignore[no-untyped-def]
+def lexer_state_walk(gt, lex_trans, trie, runs, walk_memo, subtrees, g, dead, ends):  # type: ignore[no-untyped-def]
     """Walk the token trie from lexer state ``g``.
 
     Writes into ``dead`` (as ``lo, hi`` pairs of ranks, ascending and disjoint) the tokens
@@ -134,7 +126,10 @@ def lexer_state_walk(
     only enters children whose byte a lexeme item of the parse can start with), so the
     result depends on the lexer state's transitions alone and is shared by the states
     of any grammar that read bytes alike. Returns ``(n_dead_pairs, n_end_pairs,
-    n_alive)``. ``max_depth``: the trie's greatest depth.
+    n_alive)``. Arguments: ``trie``, ``runs``, ``walk_memo`` and ``subtrees``: the plain
+    tuples of :class:`TrieArrays`, :class:`TrieRuns`, :class:`WalkMemo` and
+    :class:`SubtreeMemoArrays`
+    (``kernels/layout.py``); ``dead`` and ``ends``: ``int32 [2 * n_nodes]`` outputs.
 
     Tokens are decided by subtree, not one by one: a node where the lexeme dies kills its
     whole subtree, whose ranks are one range (``rank_at``, see ``TokenTrie``).
@@ -181,6 +176,19 @@ def lexer_state_walk(
     a repeat keeps walks whose states never meet (a ``maxLength`` count) from paying for
     it.
     """
+    tr = TrieArrays(*trie)
+    ru = TrieRuns(*runs)
+    wm = WalkMemo(*walk_memo)
+    sm = SubtreeMemoArrays(*subtrees)
+    node_byte, subtree_end, rank_at = tr.node_byte, tr.subtree_end, tr.rank_at
+    depth, max_depth, plain, large_index = ru.depth_small, ru.max_depth, ru.plain, ru.large_index
+    frontier, frontier_begin, frontier_end = ru.frontier, ru.frontier_begin, ru.frontier_end
+    plain_height, plain_below, chars = ru.plain_height, ru.plain_below, ru.chars
+    char_frontier = ru.char_frontier
+    char_begin, char_end = ru.char_frontier_begin, ru.char_frontier_end
+    char_height, char_below = ru.char_height, ru.char_below
+    run, step, excl, skip, mb = wm.run, wm.step, wm.excl, wm.skip, wm.mb
+    sm_state, sm_entry, sm_ent, sm_store, sm_ctl = sm.state, sm.entry, sm.entries, sm.store, sm.ctl
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
     n_states = gt[H_G]
     lex_accept = gt[gt[H_LEX_ACCEPT] : gt[H_LEX_ACCEPT] + n_states]
@@ -193,11 +201,7 @@ def lexer_state_walk(
             1 if _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, excl, g, cap) else 2
         )
     if skip[g] == 2:
-        return _walk_all(
-            lex_trans, byte_class, lex_accept, node_byte, depth, subtree_end,
-            rank_at, states, g, dead, ends, large_index, sm_state, sm_entry, sm_ent, sm_store,
-            sm_ctl, trap,
-        )  # fmt: skip
+        return _walk_all(lex_trans, byte_class, lex_accept, tr, ru, sm, states, g, dead, ends, trap)
     # jumps in progress: node jumped from, frontier cursor and end, end of the subtree of
     # the frontier node being walked, which frontier
     own = np.empty(max_depth + 2, np.int32)
@@ -361,29 +365,13 @@ def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, excl, g, cap)
 
 
 @njit(cache=True, nogil=True)
-def _walk_all(
-    lex_trans,
-    byte_class,
-    lex_accept,
-    node_byte,
-    depth,
-    subtree_end,
-    rank_at,
-    states,
-    g,
-    dead,
-    ends,
-    large_index,
-    sm_state,
-    sm_entry,
-    sm_ent,
-    sm_store,
-    sm_ctl,
-    trap,
-):  # type: ignore[no-untyped-def]
+def _walk_all(lex_trans, byte_class, lex_accept, tr, ru, sm, states, g, dead, ends, trap):  # type: ignore[no-untyped-def]
     """``lexer_state_walk`` without plain-run skipping (no state the walk can reach starts
     one): every live node is visited, except subtrees found in the memo. ``trap``: the
     trap state (dead, see ``tables``), or -1."""
+    node_byte, depth, subtree_end = tr.node_byte, ru.depth_small, tr.subtree_end
+    rank_at, large_index = tr.rank_at, ru.large_index
+    sm_state, sm_entry, sm_ent, sm_store, sm_ctl = sm.state, sm.entry, sm.entries, sm.store, sm.ctl
     n_nodes = node_byte.shape[0]
     open_ = np.empty((states.shape[0], 4), np.int32)
     n_open = 0
@@ -488,10 +476,10 @@ def memo_keep(
         sm_store[used] = ends[2 * i]
         sm_store[used + 1] = ends[2 * i + 1]
         used += 2
-    sm_ent[n_ent, 0] = d0
-    sm_ent[n_ent, 1] = k
-    sm_ent[n_ent, 2] = e0
-    sm_ent[n_ent, 3] = n_e
+    sm_ent[n_ent, SE_DEAD] = d0
+    sm_ent[n_ent, SE_NDEAD] = k
+    sm_ent[n_ent, SE_ENDS] = e0
+    sm_ent[n_ent, SE_NENDS] = n_e
     sm_entry[large_index[x]] = n_ent
     sm_ctl[SM_ENTRIES] = n_ent + 1
     sm_ctl[SM_USED] = used
@@ -502,8 +490,8 @@ def memo_use(sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
     """Append memo entry ``e``'s dead pairs and end pairs to the walk's output; returns
     the new ``(n_dead, n_dead_tok, n_ends)``."""
     sm_ctl[SM_HITS] += 1
-    a = sm_ent[e, 0]
-    for i in range(sm_ent[e, 1]):
+    a = sm_ent[e, SE_DEAD]
+    for i in range(sm_ent[e, SE_NDEAD]):
         lo = sm_store[a + 2 * i]
         hi = sm_store[a + 2 * i + 1]
         n_dead_tok += hi - lo
@@ -513,8 +501,8 @@ def memo_use(sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
             dead[2 * n_dead] = lo
             dead[2 * n_dead + 1] = hi
             n_dead += 1
-    a = sm_ent[e, 2]
-    for i in range(sm_ent[e, 3]):
+    a = sm_ent[e, SE_ENDS]
+    for i in range(sm_ent[e, SE_NENDS]):
         ends[2 * n_ends] = sm_store[a + 2 * i]
         ends[2 * n_ends + 1] = sm_store[a + 2 * i + 1]
         n_ends += 1
@@ -784,12 +772,12 @@ def _memo_seen(memo, gen, h, x, g):  # type: ignore[no-untyped-def]
     n = memo.shape[0]
     slot = (key ^ (x * 0x1E3779B97F4A7C15)) & (n - 1)
     for _ in range(_MEMO_PROBES):
-        if memo[slot, 2] != gen:
-            memo[slot, 0] = key
-            memo[slot, 1] = x
-            memo[slot, 2] = gen
+        if memo[slot, MM_GEN] != gen:
+            memo[slot, MM_KEY] = key
+            memo[slot, MM_NODE] = x
+            memo[slot, MM_GEN] = gen
             return 0
-        if memo[slot, 0] == key and memo[slot, 1] == x:
+        if memo[slot, MM_KEY] == key and memo[slot, MM_NODE] == x:
             return 1
         slot = (slot + 1) & (n - 1)
     return -1
@@ -826,33 +814,7 @@ def _find_child(child_start, children, node_byte, x, b):  # type: ignore[no-unty
 
 
 @njit(cache=True, nogil=True)
-def _walk_below(
-    gt,
-    lex_trans,
-    P,
-    L,
-    S,
-    stamp,
-    sorig,
-    ctx,
-    k,
-    ends,
-    es,
-    states,
-    frames,
-    memo,
-    node_byte,
-    depth,
-    subtree_end,
-    child_start,
-    children,
-    tok_start,
-    tok_count,
-    token_ids,
-    rank_at,
-    out,
-    rk,
-):  # type: ignore[no-untyped-def]
+def _walk_below(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, es, tr, sc, out):  # type: ignore[no-untyped-def]
     """Mark the tokens below the end edges of block ``es`` of ``ends`` whose bytes from the
     edge's child on start with a lexeme of a lexeme item of chart set ``k``.
 
@@ -864,8 +826,13 @@ def _walk_below(
     (reused while the set it came from is unchanged) and nested walks start there, one per
     lexeme item. Walks run on an explicit stack: level ``r`` walks from set ``k+r``, keeps
     its DFA state per depth in ``states[r]`` and its cursor in ``frames[r]``.
-    ``frames[0, F_VER]`` must hold the version of set ``k``. Returns 1, or a negative error.
+    ``frames[0, F_VER]`` must hold the version of set ``k``. ``tr``: :class:`TrieArrays`;
+    ``sc``: :class:`MaskScratch`. Returns 1, or a negative error.
     """
+    node_byte, depth, subtree_end, rank_at = tr.node_byte, tr.depth, tr.subtree_end, tr.rank_at
+    child_start, children, token_ids = tr.child_start, tr.children, tr.token_ids
+    tok_start, tok_count = tr.tok_start, tr.tok_count
+    states, frames, memo, rk = sc.states, sc.frames, sc.memo, sc.rank_mask
     byte_class = gt[H_BYTE_CLASS]
     lex_accept = gt[H_LEX_ACCEPT]
     lex_term = gt[H_LEX_TERM]
@@ -873,13 +840,13 @@ def _walk_below(
     first_bytes = gt[H_FIRST_BYTES]
     follow = gt[gt[H_FOLLOW_BYTES] :]
     trap = gt[H_TRAP]
-    l_lo = S[k, 1]
-    l_hi = S[k + 1, 1]
+    l_lo = S[k, S_L]
+    l_hi = S[k + 1, S_L]
     n_cls = lex_trans.shape[1]
     # byte classes that some lexeme item of set k can start with
     cls_ok = np.zeros(n_cls, np.uint8)
     for idx in range(l_lo, l_hi):
-        g = L[idx, 0]
+        g = L[idx, L_STATE]
         for c in range(n_cls):
             if lex_trans[g, c] >= 0:
                 cls_ok[c] = 1
@@ -896,12 +863,12 @@ def _walk_below(
             if _all_allowed(rk, rank_at[ch], rank_at[subtree_end[ch]]):
                 continue
             for idx in range(l_lo, l_hi):
-                g = L[idx, 0]
+                g = L[idx, L_STATE]
                 if lex_trans[g, c] < 0:
                     continue
                 dup = False
                 for idx2 in range(l_lo, idx):
-                    if L[idx2, 0] == g:
+                    if L[idx2, L_STATE] == g:
                         dup = True
                         break
                 if dup:
@@ -936,20 +903,20 @@ def _walk_below(
             if frames[level, F_IDX] >= 0:
                 # start the next nested walk at node F_X, one per distinct lexeme state
                 idx = frames[level, F_IDX]
-                hi = S[fk + 2, 1]
+                hi = S[fk + 2, S_L]
                 xs = frames[level, F_X]
                 nxt = -1
                 while idx < hi:
-                    g2 = L[idx, 0]
+                    g2 = L[idx, L_STATE]
                     dup = False
-                    for idx2 in range(S[fk + 1, 1], idx):
-                        if L[idx2, 0] == g2:
+                    for idx2 in range(S[fk + 1, S_L], idx):
+                        if L[idx2, L_STATE] == g2:
                             dup = True
                             break
                     idx += 1
                     if dup:
                         continue
-                    seen = _memo_seen(memo, ctx[7], S[fk + 1, 3], xs, g2)
+                    seen = _memo_seen(memo, ctx[C_SCRATCH2], S[fk + 1, S_HASH], xs, g2)
                     if seen < 0:
                         return ERR_MEMO
                     if seen == 0:
@@ -1040,7 +1007,7 @@ def _walk_below(
                         frames[level, F_CA] = 1 if r > 0 else 0
                     if frames[level, F_CA] > 0:
                         frames[level, F_X] = x
-                        frames[level, F_IDX] = S[fk + 1, 1]
+                        frames[level, F_IDX] = S[fk + 1, S_L]
                         suspended = True
                         break
                 x += 1
@@ -1051,44 +1018,23 @@ def _walk_below(
 
 @njit(cache=True, nogil=True)
 def fill_mask(
-    gt,
-    lex_trans,
-    P,
-    L,
-    S,
-    stamp,
-    sorig,
-    ctx,
-    n_sets,
-    node_byte,
-    depth,
-    subtree_end,
-    child_start,
-    children,
-    tok_start,
-    tok_count,
-    token_ids,
-    rank_at,
-    cmeta,
-    acc_dense,
-    acc_rank,
-    acc_sparse,
-    ends,
-    eos_ids,
-    states,
-    frames,
-    memo,
-    out,
-    rk,
+    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, trie, caches, eos_ids, scratch, out
 ):  # type: ignore[no-untyped-def]
     """Write the allowed-token mask after the input (top set ``n_sets-1``) into ``out``.
 
-    ``out``: ``uint32 [W]`` (id space); scratch: ``rk``: ``uint32`` rank-space mask,
-    ``states``: ``int32 [max_depth+2, max_depth+2]``, ``frames``: ``int64 [max_depth+2,
-    FRAME_COLS]``, ``memo``: ``int64 [2^k, 3]``. Returns 0 on success, ``g + 1`` if lexer
+    ``out``: ``uint32 [W]`` (id space). ``trie``, ``caches`` and ``scratch``: the plain
+    tuples of :class:`TrieArrays`, :class:`CacheArrays` and :class:`MaskScratch`
+    (``kernels/layout.py``); ``eos_ids``: ``int32 [k]``. Returns 0 on success, ``g + 1`` if lexer
     state ``g`` has no cache yet (nothing written; the caller builds it and calls again), or
     a negative error: grow the chart, or the memo for ``ERR_MEMO``, and call again.
     """
+    tr = TrieArrays(*trie)
+    ca = CacheArrays(*caches)
+    sc = MaskScratch(*scratch)
+    token_ids = tr.token_ids
+    cmeta, acc_dense, acc_rank = ca.cmeta, ca.dense, ca.dense_rank
+    acc_sparse, ends = ca.sparse, ca.ends
+    frames, rk = sc.frames, sc.rank_mask
     j = n_sets - 1
     ni = gt[H_NI]
     G = gt[H_G]
@@ -1096,25 +1042,25 @@ def fill_mask(
     lex_is_start = gt[H_LEX_IS_START]
     lex_term = gt[H_LEX_TERM]
     special_term = gt[H_SPECIAL_TERM]
-    l_lo = S[j, 1]
-    l_hi = S[j + 1, 1]
+    l_lo = S[j, S_L]
+    l_hi = S[j + 1, S_L]
     for idx in range(l_lo, l_hi):
-        if cmeta[L[idx, 0], M_KIND] == KIND_MISSING:
-            return L[idx, 0] + 1
+        if cmeta[L[idx, L_STATE], M_KIND] == KIND_MISSING:
+            return L[idx, L_STATE] + 1
     for w in range(out.shape[0]):
         out[w] = 0
     for w in range(rk.shape[0]):
         rk[w] = 0
-    if S[j, 2] != 0:
+    if S[j, S_ACCEPT] != 0:
         for e in eos_ids:
             out[e >> 5] |= np.uint32(1 << (e & 31))
     # 1. tokens that stay inside the current lexeme: cached per lexer state
-    ctx[6] += 1
-    ser = ctx[6]
+    ctx[C_SCRATCH] += 1
+    ser = ctx[C_SCRATCH]
     n_words = out.shape[0]
     n_rwords = rk.shape[0]
     for idx in range(l_lo, l_hi):
-        g = L[idx, 0]
+        g = L[idx, L_STATE]
         if stamp[seen + g] == ser:
             continue
         stamp[seen + g] = ser
@@ -1143,21 +1089,21 @@ def fill_mask(
         if r < 0:
             return r
         if r > 0:
-            for idx in range(S[n_sets, 1], S[n_sets + 1, 1]):
-                g = L[idx, 0]
+            for idx in range(S[n_sets, S_L], S[n_sets + 1, S_L]):
+                g = L[idx, L_STATE]
                 if gt[lex_is_start + g] != 0:
                     sp = gt[special_term + gt[lex_term + g]]
                     if sp >= 0:
                         out[sp >> 5] |= np.uint32(1 << (sp & 31))
     # 2. tokens inside which the lexeme ends: walk on from the recorded end edges
-    ctx[6] += 1
-    ser = ctx[6]
-    ctx[7] += 1  # memo generation
+    ctx[C_SCRATCH] += 1
+    ser = ctx[C_SCRATCH]
+    ctx[C_SCRATCH2] += 1  # memo generation
     k = n_sets
     for i in range(frames.shape[0]):
         frames[i, F_CG] = -1
     for idx in range(l_lo, l_hi):
-        g = L[idx, 0]
+        g = L[idx, L_STATE]
         if stamp[seen + g] == ser:
             continue
         stamp[seen + g] = ser
@@ -1171,31 +1117,7 @@ def fill_mask(
         ctx[C_VERSION] += 1
         frames[0, F_VER] = ctx[C_VERSION]
         r = _walk_below(
-            gt,
-            lex_trans,
-            P,
-            L,
-            S,
-            stamp,
-            sorig,
-            ctx,
-            k,
-            ends,
-            cmeta[g, M_ENDS],
-            states,
-            frames,
-            memo,
-            node_byte,
-            depth,
-            subtree_end,
-            child_start,
-            children,
-            tok_start,
-            tok_count,
-            token_ids,
-            rank_at,
-            out,
-            rk,
+            gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, cmeta[g, M_ENDS], tr, sc, out
         )
         if r < 0:
             return r

@@ -14,7 +14,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..tables import H_BYTE_CLASS, H_G, H_LEX_ACCEPT
+from .layout import (
+    H_BYTE_CLASS,
+    H_G,
+    H_LEX_ACCEPT,
+)
 
 
 @njit(cache=True, nogil=True)
