@@ -11,6 +11,9 @@ whose masks are computed by Numba kernels::
     m.fill_bitmask(mask)                             # int32 [1, ceil(V/32)], bit 1 = allowed
     m.consume(token_id)
 
+    compiler = corral.Compiler(vocab)                # one model's compiler, owning its caches
+    compiled = compiler.json_schema(schema)          # or .lark(), .regex(), .compile(spec)
+
     corral.generate(model, prompt, schema=Person)    # a validated Person
     corral.extract(model, documents, schema)         # one validated record per document
 
@@ -43,6 +46,7 @@ _LAZY = {
     "CompiledGrammar": "corral.automata",
     "Matcher": "corral.automata",
     "compile": "corral.automata",
+    "Compiler": "corral.automata.compiler",
     "allocate_bitmask": "corral.automata",
     "apply_token_bitmask_inplace": "corral.automata",
     "bitmask_to_bool": "corral.automata",
@@ -62,6 +66,7 @@ _LAZY = {
 __all__ = [
     "CompileBudgetError",
     "CompiledGrammar",
+    "Compiler",
     "CompletionChecker",
     "CorralError",
     "EmptyLanguageError",
@@ -102,6 +107,7 @@ if TYPE_CHECKING:  # pragma: no cover
         compile,
         fill_next_token_bitmasks,
     )
+    from .automata.compiler import Compiler
     from .automata.completion import CompletionChecker
     from .grammar import Grammar
     from .grammar.json_schema import explain

@@ -213,7 +213,6 @@ class CompiledGrammar:
         self.caches.replace(arrays)
         return None
 
-    _load_caches = try_load_caches
 
     # -- tokens -------------------------------------------------------------------------------
     def is_special_terminal(self, token_id: int) -> bool:

@@ -1,87 +1,354 @@
-"""``compile()``: grammar specs → :class:`CompiledGrammar`, with a bounded in-memory cache."""
+"""The compiler: grammar specs → :class:`CompiledGrammar` for one vocabulary.
+
+* :class:`Compiler` compiles for one :class:`Vocabulary`, with one method per front end
+  (:meth:`~Compiler.json_schema`, :meth:`~Compiler.lark`, :meth:`~Compiler.regex`,
+  :meth:`~Compiler.grammar`) and :meth:`~Compiler.compile`, which picks the front end from
+  the spec's type (``corral/grammar/frontends.py``). It owns its caches, so each model's
+  compiler can be sized and cleared on its own.
+* :class:`CompileCache` is a compiler's pair of bounded caches: compiled grammars, and the
+  grammars built from each source.
+* :func:`compile` is the convenience over a default compiler: a :class:`Compiler` over
+  :data:`default_cache`, which every vocabulary shares (its keys hold the vocabulary's
+  hash).
+
+After a compilation (cached or not) a compiler warms the token caches (``precompute``) or
+loads and writes them in a folder (``cache_dir``): see :func:`compile`.
+"""
 
 from __future__ import annotations
 
 import os
-import threading
 import warnings
-from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
+from ..caching import BoundedCache
 from ..errors import CacheWarning
+from ..grammar import frontends
+from ..grammar.frontends import Source
 from ..grammar.ir import Grammar
 from .compiled import CompiledGrammar
 from .vocabulary import Vocabulary
 
+PRECOMPUTE_MAX_STATES = 256
+"""Grammars with at most this many lexer states have every token cache built at compile
+time unless told otherwise (``precompute=None``)."""
+
+DEFAULT_MAX_GRAMMARS = 64
+DEFAULT_MAX_BYTES = 512 << 20
+
+
+def _compiled_bytes(compiled: CompiledGrammar) -> int:
+    return int(compiled.cache_stats()["bytes"])
+
 
 class CompileCache:
-    """A bounded LRU of compiled grammars keyed by (grammar fingerprint, vocabulary hash).
+    """The caches of a :class:`Compiler`: compiled grammars and built grammars. Thread-safe.
 
-    Bounded by entries and by the bytes of each entry's tables and token caches measured
-    when it is stored. Thread-safe.
+    * ``compiled``: compiled grammars keyed by (grammar fingerprint, vocabulary hash), a
+      :class:`~corral.caching.BoundedCache` bounded by ``max_entries`` and by ``max_bytes``,
+      the bytes of each entry's tables and token caches measured when it is stored;
+    * ``grammars``: grammars keyed by their source (``Source.key``: front end, text and
+      options), bounded by ``max_sources`` entries (default ``4 * max_entries``).
+
+    A bound of ``0`` entries turns that cache off. ``max_entries``, ``max_bytes``, ``hits``
+    and ``misses`` are those of the compiled grammars.
+
+    Args:
+        max_entries: most compiled grammars kept.
+        max_bytes: most bytes of compiled grammars kept.
+        max_sources: most built grammars kept (``None``: ``4 * max_entries``).
     """
 
-    def __init__(self, max_entries: int = 64, max_bytes: int = 512 << 20) -> None:
-        self.max_entries = max_entries
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[str, str], tuple[CompiledGrammar, int]] = OrderedDict()
-        self._texts: OrderedDict[tuple[str, str], Grammar] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+    def __init__(
+        self,
+        max_entries: int = DEFAULT_MAX_GRAMMARS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_sources: int | None = None,
+    ) -> None:
+        self.compiled: BoundedCache[tuple[str, str], CompiledGrammar] = BoundedCache(
+            max_entries, max_bytes=max_bytes, size_of=_compiled_bytes
+        )
+        self.grammars: BoundedCache[Hashable, Grammar] = BoundedCache(
+            4 * max_entries if max_sources is None else max_sources
+        )
+
+    # -- bounds and counts (of the compiled grammars) -------------------------------------
+    @property
+    def max_entries(self) -> int:
+        return self.compiled.max_entries
+
+    @max_entries.setter
+    def max_entries(self, value: int) -> None:
+        self.compiled.max_entries = int(value)
+
+    @property
+    def max_bytes(self) -> int:
+        return self.compiled.max_bytes or 0
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self.compiled.max_bytes = int(value)
+
+    @property
+    def hits(self) -> int:
+        return self.compiled.hits
+
+    @property
+    def misses(self) -> int:
+        return self.compiled.misses
+
+    def stats(self) -> dict[str, int]:
+        """``grammars`` (compiled grammars kept), ``bytes`` (their size when stored),
+        ``hits``, ``misses`` (lookups of compiled grammars), ``sources`` (built grammars
+        kept), ``source_hits``, ``source_misses``."""
+        return {
+            "grammars": len(self.compiled),
+            "bytes": self.compiled.nbytes,
+            "hits": self.compiled.hits,
+            "misses": self.compiled.misses,
+            "sources": len(self.grammars),
+            "source_hits": self.grammars.hits,
+            "source_misses": self.grammars.misses,
+        }
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._texts.clear()
+        """Drop every compiled and built grammar (the counts are kept)."""
+        self.compiled.clear()
+        self.grammars.clear()
+
+    # -- lookups ----------------------------------------------------------------------------
+    def get(self, grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
+        """The compilation of ``grammar`` for ``vocab`` (reused when an equal grammar was
+        compiled for a vocabulary with the same hash)."""
+        if self.compiled.max_entries == 0:
+            return CompiledGrammar(grammar, vocab)
+        return self.compiled.get_or_build(
+            (grammar.fingerprint, vocab.hash), lambda: CompiledGrammar(grammar, vocab)
+        )
+
+    def grammar_of(self, source: Source) -> Grammar:
+        """The grammar of a front end's :class:`~corral.grammar.frontends.Source`, built
+        once per key (a source without a key is built every time)."""
+        if source.key is None:
+            return source.build()
+        return self.grammar_for(source.key, source.build)
+
+    def grammar_for(self, key: Hashable, build: Callable[[], Grammar]) -> Grammar:
+        """The grammar built from a source identified by ``key`` (built once, then reused)."""
+        if self.grammars.max_entries == 0:
+            return build()
+        return self.grammars.get_or_build(key, build)
 
     def grammar_for_text(self, text: str, start: str) -> Grammar:
-        return self.grammar_for((text, start), lambda: Grammar.from_lark(text, start))
+        """The grammar of Lark text with its start rule, built once."""
+        return self.grammar_of(frontends.source("lark", text, start=start))
 
     def grammar_for_regex(self, pattern: str) -> Grammar:
         """The grammar of a regex (Python syntax, matched in full), built once."""
-        return self.grammar_for(
-            ("regex:" + pattern, "\0regex"), lambda: Grammar.from_regex(pattern)
-        )
-
-    def grammar_for(self, key: tuple[str, str], build: Callable[[], Grammar]) -> Grammar:
-        """The grammar built from a source identified by ``key`` (built once, then reused)."""
-        with self._lock:
-            g = self._texts.get(key)
-            if g is not None:
-                self._texts.move_to_end(key)
-                return g
-        g = build()
-        with self._lock:
-            self._texts[key] = g
-            while len(self._texts) > 4 * self.max_entries:
-                self._texts.popitem(last=False)
-        return g
-
-    def get(self, grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
-        key = (grammar.fingerprint, vocab.hash)
-        with self._lock:
-            hit = self._items.get(key)
-            if hit is not None:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return hit[0]
-            self.misses += 1
-        compiled = CompiledGrammar(grammar, vocab)
-        size = compiled.cache_stats()["bytes"]
-        with self._lock:
-            self._items[key] = (compiled, size)
-            total = sum(s for _, s in self._items.values())
-            while self._items and (len(self._items) > self.max_entries or total > self.max_bytes):
-                _, (_, s) = self._items.popitem(last=False)
-                total -= s
-        return compiled
+        return self.grammar_of(frontends.source("regex", pattern))
 
 
 default_cache = CompileCache()
-PRECOMPUTE_MAX_STATES = 256
+"""The caches of the default compilers behind :func:`compile` (shared by every vocabulary:
+compiled grammars are keyed by the vocabulary's hash too). Bounded at
+:data:`DEFAULT_MAX_GRAMMARS` compiled grammars and :data:`DEFAULT_MAX_BYTES` bytes."""
+
+_NO_CACHE = CompileCache(0, 0, 0)
+
+
+def _check_vocab(vocab: Any) -> None:
+    if not isinstance(vocab, Vocabulary):
+        raise TypeError(
+            f"vocab must be a corral.Vocabulary (e.g. Vocabulary.from_hf(tokenizer)), "
+            f"not {type(vocab).__name__}"
+        )
+
+
+class Compiler:
+    """Compiles grammar specs for one vocabulary, keeping what it compiled in caches it owns.
+
+    Args:
+        vocab: the model's :class:`Vocabulary`.
+        max_grammars: most compiled grammars kept (least recently used dropped first;
+            ``0``: none).
+        max_bytes: most bytes of compiled grammars kept (each measured when stored: its
+            tables and the token caches built by then).
+        max_sources: most built grammars kept, by source (``None``: ``4 * max_grammars``).
+        precompute: default for every compilation (see :func:`compile`): build every token
+            cache now (``True``), on first use (``False``), or now when the grammar has at
+            most :data:`PRECOMPUTE_MAX_STATES` lexer states (``None``).
+        cache_dir: default folder for token caches on disk (see :func:`compile`).
+
+    Every method returns an immutable :class:`CompiledGrammar`, safe to share across
+    threads and sequences; an equal spec compiles once and is then returned from the
+    cache (the same object). Two compilers never share their caches. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        *,
+        max_grammars: int = DEFAULT_MAX_GRAMMARS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_sources: int | None = None,
+        precompute: bool | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        _check_vocab(vocab)
+        self.vocab = vocab
+        self.precompute = precompute
+        self.cache_dir = cache_dir
+        self.caches = CompileCache(max_grammars, max_bytes, max_sources)
+
+    @classmethod
+    def _over(cls, vocab: Vocabulary, caches: CompileCache) -> Compiler:
+        """A compiler for ``vocab`` that uses ``caches`` instead of owning new ones."""
+        compiler = cls.__new__(cls)
+        compiler.vocab = vocab
+        compiler.precompute = None
+        compiler.cache_dir = None
+        compiler.caches = caches
+        return compiler
+
+    def __repr__(self) -> str:
+        s = self.caches.stats()
+        return (
+            f"Compiler(vocab_size={self.vocab.size}, grammars={s['grammars']}, "
+            f"bytes={s['bytes']}, hits={s['hits']}, misses={s['misses']})"
+        )
+
+    # -- one method per front end -----------------------------------------------------------
+    def json_schema(self, schema: Any, **options: Any) -> CompiledGrammar:
+        """Compile a JSON Schema: a dict, a bool, JSON text or a pydantic model class.
+
+        ``options``: see :class:`corral.grammar.json_schema.Options` (``whitespace``,
+        ``final_check``...). Raises what :func:`corral.grammar.frontends.from_json_schema`
+        raises (``SchemaError``, ``UnsupportedFeatureError``...), and ``TypeError`` for
+        another kind of ``schema``.
+        """
+        return self._compile(frontends.source("json-schema", schema, **options))
+
+    def lark(self, text: str, start: str = "start") -> CompiledGrammar:
+        """Compile Lark grammar text from rule ``start`` (see
+        :func:`corral.grammar.frontends.from_lark`)."""
+        return self._compile(frontends.source("lark", text, start=start))
+
+    def regex(self, pattern: str, flags: int = 0) -> CompiledGrammar:
+        """Compile a Python ``re`` pattern, matched in full (see
+        :func:`corral.grammar.frontends.from_regex`)."""
+        return self._compile(frontends.source("regex", pattern, flags=flags))
+
+    def grammar(self, grammar: Grammar) -> CompiledGrammar:
+        """Compile a :class:`Grammar` built beforehand."""
+        return self._compile(frontends.source("grammar", grammar))
+
+    def compile(
+        self,
+        spec: Any,
+        *,
+        start: str = "start",
+        precompute: bool | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        **schema_options: Any,
+    ) -> CompiledGrammar:
+        """Compile a spec of any kind, the front end picked from its type (see
+        :func:`corral.grammar.frontends.guess`): a dict, bool, JSON text starting with
+        ``{`` or pydantic model class is a JSON Schema, other text is Lark text (from rule
+        ``start``), a :class:`Grammar` is used as it is.
+
+        ``precompute`` and ``cache_dir`` override the compiler's for this call (``None``:
+        the compiler's); ``schema_options`` apply to JSON Schemas only.
+
+        Raises:
+            TypeError: a spec of no known kind, or schema options for another kind.
+        """
+        source = frontends.guess(spec, start=start, options=schema_options)
+        return self._compile(source, precompute, cache_dir)
+
+    # -- caches ---------------------------------------------------------------------------
+    def stats(self) -> dict[str, int]:
+        """The counts of this compiler's caches (see :meth:`CompileCache.stats`)."""
+        return self.caches.stats()
+
+    def clear(self) -> None:
+        """Drop every compiled and built grammar this compiler keeps."""
+        self.caches.clear()
+
+    # -- the work -------------------------------------------------------------------------
+    def _compile(
+        self,
+        source: Source,
+        precompute: bool | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> CompiledGrammar:
+        """Build (or find) the grammar and its compilation, then prepare its token caches.
+
+        Called straight from the public method the user called: warnings are attributed
+        to the user's line (``stacklevel``).
+        """
+        grammar = self.caches.grammar_of(source)
+        compiled = self.caches.get(grammar, self.vocab)
+        _prepare(
+            compiled,
+            self.precompute if precompute is None else precompute,
+            self.cache_dir if cache_dir is None else cache_dir,
+            stacklevel=4,  # _prepare, _compile, the public method, its caller
+        )
+        return compiled
+
+
+def _prepare(
+    compiled: CompiledGrammar,
+    precompute: bool | None,
+    cache_dir: str | os.PathLike[str] | None,
+    *,
+    stacklevel: int,
+) -> None:
+    """Warm ``compiled``'s token caches as ``precompute`` says, or load them from and write
+    them to ``cache_dir`` (see :func:`compile`); ``stacklevel`` locates the warnings."""
+    if precompute is None:
+        precompute = compiled.tables.n_lexer_states <= PRECOMPUTE_MAX_STATES
+    if cache_dir is None:
+        if precompute:
+            compiled.warm()
+        return
+    path = Path(cache_dir) / f"{compiled.cache_key}.npz"
+    stats = compiled.cache_stats()
+    rejected = False
+    if stats["cached_states"] == 0:
+        reason = compiled.try_load_caches(path)
+        if reason is None:
+            return
+        if reason:  # "" is a missing file: nothing to say
+            rejected = True
+            warnings.warn(
+                CacheWarning(
+                    f"token cache file {path} rejected: {reason}; its caches are built "
+                    "again and the file rewritten",
+                    path=str(path),
+                    reason=reason,
+                ),
+                stacklevel=stacklevel,
+            )
+    if rejected or stats["cached_states"] < stats["lexer_states"] or not path.is_file():
+        compiled.warm()
+        try:
+            if path.is_dir():  # an empty directory where the file belongs is removed
+                path.rmdir()
+            compiled.save_caches(path)
+        except OSError as e:
+            why = f"{type(e).__name__}: {e}"
+            warnings.warn(
+                CacheWarning(
+                    f"token cache file {path} could not be written ({why}); the "
+                    "caches were built in memory",
+                    path=str(path),
+                    reason=why,
+                ),
+                stacklevel=stacklevel,
+            )
 
 
 def compile(
@@ -95,6 +362,10 @@ def compile(
     **schema_options: Any,
 ) -> CompiledGrammar:
     """Compile a grammar spec for a vocabulary.
+
+    The same as ``Compiler(vocab).compile(spec, ...)`` on a default compiler whose caches,
+    :data:`default_cache`, every vocabulary shares. To size or clear the caches of one
+    model, use a :class:`Compiler` of your own.
 
     Args:
         spec: Lark grammar text; a JSON Schema (a dict, a bool, JSON text starting with
@@ -128,90 +399,7 @@ def compile(
     Returns:
         An immutable :class:`CompiledGrammar`, safe to share across threads and sequences.
     """
-    if not isinstance(vocab, Vocabulary):
-        raise TypeError(
-            f"vocab must be a corral.Vocabulary (e.g. Vocabulary.from_hf(tokenizer)), "
-            f"not {type(vocab).__name__}"
-        )
-    grammar = _grammar_of(spec, start, cache, schema_options)
-    compiled = default_cache.get(grammar, vocab) if cache else CompiledGrammar(grammar, vocab)
-    if precompute is None:
-        precompute = compiled.tables.n_lexer_states <= PRECOMPUTE_MAX_STATES
-    if cache_dir is not None:
-        path = Path(cache_dir) / f"{compiled.cache_key}.npz"
-        stats = compiled.cache_stats()
-        rejected = False
-        if stats["cached_states"] == 0:
-            reason = compiled._load_caches(path)
-            if reason is None:
-                return compiled
-            if reason:  # "" is a missing file: nothing to say
-                rejected = True
-                warnings.warn(
-                    CacheWarning(
-                        f"token cache file {path} rejected: {reason}; its caches are built "
-                        "again and the file rewritten",
-                        path=str(path),
-                        reason=reason,
-                    ),
-                    stacklevel=2,
-                )
-        if rejected or stats["cached_states"] < stats["lexer_states"] or not path.is_file():
-            compiled.warm()
-            try:
-                if path.is_dir():  # an empty directory where the file belongs is removed
-                    path.rmdir()
-                compiled.save_caches(path)
-            except OSError as e:
-                why = f"{type(e).__name__}: {e}"
-                warnings.warn(
-                    CacheWarning(
-                        f"token cache file {path} could not be written ({why}); the "
-                        "caches were built in memory",
-                        path=str(path),
-                        reason=why,
-                    ),
-                    stacklevel=2,
-                )
-    elif precompute:
-        compiled.warm()
-    return compiled
-
-
-def _is_schema(spec: Any) -> bool:
-    if isinstance(spec, (dict, bool)):
-        return True
-    if isinstance(spec, type) and hasattr(spec, "model_json_schema"):
-        return True
-    return isinstance(spec, str) and spec.lstrip().startswith("{")
-
-
-def _grammar_of(spec: Any, start: str, cache: bool, schema_options: dict[str, Any]) -> Grammar:
-    if _is_schema(spec):
-        import json
-
-        from ..grammar.json_schema import grammar_from_json_schema
-        from ..grammar.json_schema.load import as_schema
-
-        schema = as_schema(spec)
-        key = (
-            "json-schema:" + json.dumps(schema, sort_keys=True, ensure_ascii=False),
-            json.dumps(schema_options, sort_keys=True, default=repr),
-        )
-        build = lambda: grammar_from_json_schema(schema, **schema_options)  # noqa: E731
-        return default_cache.grammar_for(key, build) if cache else build()
-    if schema_options:
-        raise TypeError(
-            f"options {sorted(schema_options)} apply to JSON Schemas only, not to "
-            f"{type(spec).__name__}"
-        )
-    if isinstance(spec, Grammar):
-        return spec
-    if isinstance(spec, str):
-        return (
-            default_cache.grammar_for_text(spec, start) if cache else Grammar.from_lark(spec, start)
-        )
-    raise TypeError(
-        f"cannot compile a {type(spec).__name__}: pass Lark grammar text, a JSON Schema "
-        "(dict, JSON text, pydantic model class) or a corral.Grammar"
-    )
+    _check_vocab(vocab)
+    source = frontends.guess(spec, start=start, options=schema_options)
+    compiler = Compiler._over(vocab, default_cache if cache else _NO_CACHE)
+    return compiler._compile(source, precompute, cache_dir)

@@ -11,11 +11,12 @@ an entry never affects a compiled grammar.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import sys
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..caching import BoundedCache
 
 DEFAULT_MAX_BYTES = 256 << 20
 
@@ -48,49 +49,64 @@ class StateEntry:
         return n
 
 
+def _entry_bytes(entry: StateEntry) -> int:
+    return entry.nbytes
+
+
 class StateCacheStore:
     """A thread-safe, byte-bounded LRU map from state digests to :class:`StateEntry`.
 
-    ``max_bytes=0`` turns sharing off (every grammar builds its own caches).
+    A :class:`~corral.caching.BoundedCache` bounded by bytes alone (``max_bytes``, which may
+    be changed at any time); ``max_bytes=0`` turns sharing off (every grammar builds its
+    own caches). An entry larger than ``max_bytes`` is not kept; a key already present is
+    left as it is (equal digests describe equal caches).
+
+    Attributes:
+        hits, misses: lookups answered from the store, and not.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self._entries: OrderedDict[bytes, StateEntry] = OrderedDict()
-        self._lock = threading.Lock()
-        self._bytes = 0
-        self.max_bytes = int(max_bytes)
-        self.hits = 0
-        self.misses = 0
+        self._cache: BoundedCache[bytes, StateEntry] = BoundedCache(
+            sys.maxsize, max_bytes=int(max_bytes), size_of=_entry_bytes
+        )
+
+    @property
+    def max_bytes(self) -> int:
+        """Most bytes kept (``0``: sharing off)."""
+        return self._cache.max_bytes or 0
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        if value < 0:
+            raise ValueError(f"max_bytes must be >= 0, not {value}")
+        self._cache.max_bytes = int(value)
+
+    @property
+    def hits(self) -> int:
+        return self._cache.hits
+
+    @property
+    def misses(self) -> int:
+        return self._cache.misses
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._cache)
 
     @property
     def nbytes(self) -> int:
-        return self._bytes
+        """Bytes of the entries kept."""
+        return self._cache.nbytes
 
     def get(self, key: bytes) -> StateEntry | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return entry
+        """The entry of a state digest (now the most recently used), or ``None``."""
+        return self._cache.get(key)
 
     def put(self, key: bytes, entry: StateEntry) -> None:
-        size = entry.nbytes
-        with self._lock:
-            if size > self.max_bytes or key in self._entries:
-                return
-            self._entries[key] = entry
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, old = self._entries.popitem(last=False)
-                self._bytes -= old.nbytes
+        """Keep ``entry`` under ``key`` unless the key is present, then drop the least
+        recently used entries until ``max_bytes`` holds."""
+        if key not in self._cache:
+            self._cache.put(key, entry)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+        """Drop every entry (the hit and miss counts are kept)."""
+        self._cache.clear()

@@ -78,8 +78,8 @@ class Rule:
 class Grammar:
     """An immutable context-free grammar over byte-level terminals (see the module docs).
 
-    Build one with :meth:`from_lark` or :meth:`from_regex` (or, for JSON Schema,
-    ``corral.compile`` on the schema directly).
+    Build one with a front end (``frontends.py``): :meth:`from_lark`, :meth:`from_regex`,
+    :meth:`from_json_schema`, or ``corral.compile`` on the spec directly.
     """
 
     __slots__ = (
@@ -124,7 +124,7 @@ class Grammar:
         self.description = description
         self._fingerprint: str | None = None
 
-    # -- front ends ---------------------------------------------------------------------
+    # -- front ends (see ``frontends.py``; kept here as the documented entry points) ------
     @classmethod
     def from_lark(
         cls,
@@ -134,74 +134,28 @@ class Grammar:
         import_paths: Sequence[str] = (),
         strict_lexemes: bool = False,
     ) -> Grammar:
-        """Read a grammar in Lark's grammar language.
+        """Read a grammar in Lark's grammar language: see
+        :func:`corral.grammar.frontends.from_lark` (what is accepted, lexeme semantics,
+        special tokens, errors)."""
+        from .frontends import from_lark
 
-        Everything Lark's loader accepts works: rules, terminals, string and regex literals
-        with flags, ``?``/``*``/``+``/``[]``/``~`` ranges, templates, ``%import`` (e.g.
-        ``common.*``), ``%ignore``, ``%override``/``%extend``. The grammar may be ambiguous or
-        left-recursive. ``%declare`` is refused: a declared terminal has no pattern to generate.
-
-        A terminal's lexemes are the matches Lark's lexer finds (Python's ``re.match``:
-        alternatives in order, lazy quantifiers shortest first), except where Python's
-        search comes back to an earlier match after a longer attempt fails: corral does
-        not backtrack inside a lexeme, so it rejects such text. With
-        ``strict_lexemes=True`` a grammar with a terminal where that can happen is refused
-        (``UnsupportedFeatureError`` naming the terminals, their lines and an example; see
-        :func:`corral.grammar.lexeme_backtracking.backtracking_lexemes`).
-
-        Special (control) tokens are named as in llguidance: ``<|im_end|>`` (by text) or
-        ``<[128009]>`` (by id), outside strings and regexes. Such a symbol matches only that
-        token, never its spelling in ordinary tokens; special tokens the grammar does not
-        name are never allowed.
-
-        Raises:
-            GrammarError: syntax errors and undefined symbols, with line, column and a caret.
-            UnsupportedFeatureError: a construct corral cannot enforce (e.g. backreferences,
-                a lookbehind at the start of a terminal); with ``strict_lexemes``, a
-                terminal whose lexemes can differ from Lark's.
-            EmptyLanguageError: the grammar derives no string.
-        """
-        from .lark_frontend import grammar_from_lark
-
-        return grammar_from_lark(
-            text, start, import_paths=import_paths, strict_lexemes=strict_lexemes
-        )
+        return from_lark(text, start, import_paths=import_paths, strict_lexemes=strict_lexemes)
 
     @classmethod
     def from_regex(cls, pattern: str, flags: int = 0) -> Grammar:
-        """A grammar whose language is ``{s : re.fullmatch(pattern, s, flags)}``.
+        """A grammar whose language is ``{s : re.fullmatch(pattern, s, flags)}``: see
+        :func:`corral.grammar.frontends.from_regex`."""
+        from .frontends import from_regex
 
-        Python ``re`` syntax. Lookaround over one character, ``\\b``, anchors and flags are
-        enforced exactly; backreferences, conditional and atomic groups, possessive
-        quantifiers and longer lookaround raise ``UnsupportedFeatureError``. Non-multiline
-        ``$`` is read as the end of the text (Python also lets it match before a final
-        newline; corral does not, so it never accepts more than ``re`` does).
-        """
-        from .regex import python_regex_dfa
-
-        dfa = python_regex_dfa(pattern, flags, where=f"regex {pattern!r}")
-        term = Terminal("REGEX", dfa, source=f"/{pattern}/")
-        return cls({"REGEX": term}, [Rule("start", ("REGEX",))], "start", (), description=pattern)
+        return from_regex(pattern, flags)
 
     @classmethod
     def from_json_schema(cls, schema: Any, **options: Any) -> Grammar:
-        """The grammar of the JSON texts valid for a JSON Schema.
+        """The grammar of the JSON texts valid for a JSON Schema (a dict or bool, JSON text,
+        or a pydantic v2 model class): see :func:`corral.grammar.frontends.from_json_schema`."""
+        from .frontends import from_json_schema
 
-        ``schema``: a dict or bool, JSON text, or a pydantic v2 model class. Options (see
-        :class:`corral.grammar.json_schema.Options`): ``whitespace``, ``max_whitespace``,
-        ``additional_properties``, ``final_check``, budgets. Use
-        :func:`corral.explain` to see how each keyword is enforced.
-
-        Raises:
-            SchemaError (a ``GrammarError``): malformed JSON or an invalid schema, with the
-                line/column or JSON pointer.
-            UnsupportedFeatureError: a keyword corral cannot enforce, with its JSON pointer.
-            EmptyLanguageError: no value satisfies the schema.
-            CompileBudgetError: the grammar would exceed a budget.
-        """
-        from .json_schema import grammar_from_json_schema
-
-        return grammar_from_json_schema(schema, **options)
+        return from_json_schema(schema, **options)
 
     # -- identity -----------------------------------------------------------------------
     @property

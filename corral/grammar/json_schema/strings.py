@@ -19,10 +19,9 @@ Encoding rules:
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 
+from ...caching import BoundedCache
 from ..regex import ast, python_regex_dfa
 from ..regex.charset import CharSet
 from ..regex.dfa import ByteDFA, intersect, nfa_to_byte_dfa, quoted, trim
@@ -144,24 +143,20 @@ def encode_node(node: ast.Node, *, escapes: bool = True) -> ast.Node:
     return node
 
 
-_BODY_CACHE: OrderedDict[tuple[ast.Node, int], ByteDFA] = OrderedDict()
 _BODY_CACHE_SIZE = 256
+# (decoded-language tree, state budget) -> encoded-body DFA; the trees are vocabulary-free
+_BODY_CACHE: BoundedCache[tuple[ast.Node, int], ByteDFA] = BoundedCache(_BODY_CACHE_SIZE)
 
 
 def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
     """The encoded-body DFA of a decoded-string language given as a regex tree (cached:
     schemas repeat their patterns)."""
-    key = (node, max_states)
-    d = _BODY_CACHE.get(key)
-    if d is None:
+
+    def build() -> ByteDFA:
         enc = encode_node(node, escapes=not _has_guards(node))
-        d = nfa_to_byte_dfa(build_nfa(enc), where=where, max_states=max_states)
-        _BODY_CACHE[key] = d
-        while len(_BODY_CACHE) > _BODY_CACHE_SIZE:
-            _BODY_CACHE.popitem(last=False)
-    else:
-        _BODY_CACHE.move_to_end(key)
-    return d
+        return nfa_to_byte_dfa(build_nfa(enc), where=where, max_states=max_states)
+
+    return _BODY_CACHE.get_or_build((node, max_states), build)
 
 
 # Length bounds on a pattern/format string are compiled when the product automaton stays

@@ -160,13 +160,16 @@ class ConstraintSpec:
         (keyword and JSON pointer), :class:`~corral.GrammarError` (line and column),
         :class:`~corral.UnsupportedFeatureError`, :class:`~corral.CompileBudgetError`.
         """
-        from ...automata.compiler import _grammar_of, default_cache
+        from ...automata.compiler import default_cache
+        from ...grammar import frontends
 
         if self.kind == "regex":
-            return default_cache.grammar_for_regex(self.source)
-        if self.kind == "grammar":
-            return _grammar_of(self.source, dict(self.options)["start"], True, {})
-        return _grammar_of(json.loads(self.source), "start", True, dict(self.options))
+            source = frontends.source("regex", self.source)
+        elif self.kind == "grammar":
+            source = frontends.source("lark", self.source, start=dict(self.options)["start"])
+        else:
+            source = frontends.source("json-schema", json.loads(self.source), **dict(self.options))
+        return default_cache.grammar_of(source)
 
     def compile(self, vocab: Any) -> Any:
         """The :class:`~corral.CompiledGrammar` for ``vocab`` (shared through corral's

@@ -1,0 +1,289 @@
+"""The front ends: every kind of grammar spec corral reads, and how each becomes a Grammar.
+
+One table, :data:`FRONT_ENDS`, lists them in the order :func:`guess` tries them:
+
+* ``json-schema``: a dict, a bool, JSON text (a ``str`` whose first non-blank character
+  is ``{``) or a pydantic model class; takes the JSON Schema options
+  (:class:`corral.grammar.json_schema.Options`);
+* ``grammar``: a :class:`Grammar`, used as it is;
+* ``lark``: Lark grammar text (any other ``str``), with its ``start`` rule;
+* ``regex``: a Python ``re`` pattern matched in full, with ``flags``; never guessed (text
+  is read as Lark text), only asked for by name.
+
+A front end turns a spec into a :class:`Source`: the *key* that identifies the grammar
+the spec denotes (equal keys always build equal grammars, so a compiler builds each once)
+and the *build* itself. :func:`source` asks one front end by name; :func:`guess` picks the
+front end from the spec's type, as :func:`corral.compile` does. The builds themselves are
+:func:`from_lark`, :func:`from_regex` and :func:`from_json_schema` (also reachable as
+``Grammar.from_lark`` etc.). This module imports Lark and the JSON Schema translator only
+when a grammar is built.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .ir import Grammar, Rule, Terminal
+
+__all__ = [
+    "FRONT_ENDS",
+    "FrontEnd",
+    "Source",
+    "from_json_schema",
+    "from_lark",
+    "from_regex",
+    "guess",
+    "source",
+]
+
+
+# -- the builds -------------------------------------------------------------------------
+def from_lark(
+    text: str,
+    start: str = "start",
+    *,
+    import_paths: Sequence[str] = (),
+    strict_lexemes: bool = False,
+) -> Grammar:
+    """Read a grammar in Lark's grammar language.
+
+    Everything Lark's loader accepts works: rules, terminals, string and regex literals
+    with flags, ``?``/``*``/``+``/``[]``/``~`` ranges, templates, ``%import`` (e.g.
+    ``common.*``), ``%ignore``, ``%override``/``%extend``. The grammar may be ambiguous or
+    left-recursive. ``%declare`` is refused: a declared terminal has no pattern to generate.
+
+    A terminal's lexemes are the matches Lark's lexer finds (Python's ``re.match``:
+    alternatives in order, lazy quantifiers shortest first), except where Python's
+    search comes back to an earlier match after a longer attempt fails: corral does
+    not backtrack inside a lexeme, so it rejects such text. With
+    ``strict_lexemes=True`` a grammar with a terminal where that can happen is refused
+    (``UnsupportedFeatureError`` naming the terminals, their lines and an example; see
+    :func:`corral.grammar.lexeme_backtracking.backtracking_lexemes`).
+
+    Special (control) tokens are named as in llguidance: ``<|im_end|>`` (by text) or
+    ``<[128009]>`` (by id), outside strings and regexes. Such a symbol matches only that
+    token, never its spelling in ordinary tokens; special tokens the grammar does not
+    name are never allowed.
+
+    Raises:
+        GrammarError: syntax errors and undefined symbols, with line, column and a caret.
+        UnsupportedFeatureError: a construct corral cannot enforce (e.g. backreferences,
+            a lookbehind at the start of a terminal); with ``strict_lexemes``, a
+            terminal whose lexemes can differ from Lark's.
+        EmptyLanguageError: the grammar derives no string.
+        TypeError: ``text`` is not a ``str``.
+    """
+    from .lark_frontend import grammar_from_lark
+
+    return grammar_from_lark(text, start, import_paths=import_paths, strict_lexemes=strict_lexemes)
+
+
+def from_regex(pattern: str, flags: int = 0) -> Grammar:
+    """A grammar whose language is ``{s : re.fullmatch(pattern, s, flags)}``.
+
+    Python ``re`` syntax. Lookaround over one character, ``\\b``, anchors and flags are
+    enforced exactly; backreferences, conditional and atomic groups, possessive
+    quantifiers and longer lookaround raise ``UnsupportedFeatureError``. Non-multiline
+    ``$`` is read as the end of the text (Python also lets it match before a final
+    newline; corral does not, so it never accepts more than ``re`` does).
+    """
+    from .regex import python_regex_dfa
+
+    dfa = python_regex_dfa(pattern, flags, where=f"regex {pattern!r}")
+    term = Terminal("REGEX", dfa, source=f"/{pattern}/")
+    return Grammar({"REGEX": term}, [Rule("start", ("REGEX",))], "start", (), description=pattern)
+
+
+def from_json_schema(schema: Any, **options: Any) -> Grammar:
+    """The grammar of the JSON texts valid for a JSON Schema.
+
+    ``schema``: a dict or bool, JSON text, or a pydantic v2 model class. Options (see
+    :class:`corral.grammar.json_schema.Options`): ``whitespace``, ``max_whitespace``,
+    ``additional_properties``, ``final_check``, budgets. Use :func:`corral.explain` to see
+    how each keyword is enforced.
+
+    Raises:
+        SchemaError (a ``GrammarError``): malformed JSON or an invalid schema, with the
+            line/column or JSON pointer.
+        UnsupportedFeatureError: a keyword corral cannot enforce, with its JSON pointer.
+        EmptyLanguageError: no value satisfies the schema.
+        CompileBudgetError: the grammar would exceed a budget.
+    """
+    from .json_schema import grammar_from_json_schema
+
+    grammar: Grammar = grammar_from_json_schema(schema, **options)
+    return grammar
+
+
+# -- sources ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Source:
+    """A spec read by a front end, not built yet.
+
+    Attributes:
+        front_end: the name of the front end (a key of :data:`FRONT_ENDS`).
+        key: what identifies the grammar: ``(front_end, text, options...)``, strings only;
+            equal keys build equal grammars. ``None`` when the spec is not worth caching
+            (it is a :class:`Grammar` already) or cannot be identified by its text (a
+            schema holding values other than JSON data, e.g. tuples or non-string keys).
+        build: builds the grammar (raising the front end's errors).
+    """
+
+    front_end: str
+    key: Hashable | None
+    build: Callable[[], Grammar]
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """One kind of spec.
+
+    Attributes:
+        name: ``"json-schema"``, ``"grammar"``, ``"lark"`` or ``"regex"``.
+        recognises: whether :func:`guess` reads a spec with this front end (``None``: never
+            guessed, only asked for by name).
+        read: ``read(spec, options) -> Source``; raises ``TypeError`` for a spec of the
+            wrong type.
+        options: the names of the options it takes (``None``: any, checked when the
+            grammar is built: the JSON Schema options).
+    """
+
+    name: str
+    recognises: Callable[[Any], bool] | None
+    read: Callable[[Any, Mapping[str, Any]], Source]
+    options: frozenset[str] | None
+
+
+def _is_schema(spec: Any) -> bool:
+    if isinstance(spec, (dict, bool)):
+        return True
+    if isinstance(spec, type) and hasattr(spec, "model_json_schema"):
+        return True
+    return isinstance(spec, str) and spec.lstrip().startswith("{")
+
+
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _is_json_data(value: Any) -> bool:
+    """Whether ``value`` holds only dicts with ``str`` keys, lists and JSON scalars (of these
+    exact types), so that its JSON text tells it apart from every other such value."""
+    if type(value) in _JSON_SCALARS:
+        return True
+    if not isinstance(value, (dict, list)):
+        return False
+    stack: list[Any] = [value]  # containers only
+    scalars = _JSON_SCALARS
+    while stack:
+        v = stack.pop()
+        pairs = v.items() if isinstance(v, dict) else (("", x) for x in v)
+        for k, x in pairs:
+            if type(k) is not str:
+                return False
+            t = type(x)
+            if t not in scalars:
+                if t is dict or t is list or isinstance(x, (dict, list)):
+                    stack.append(x)
+                else:
+                    return False
+    return True
+
+
+def _read_schema(spec: Any, options: Mapping[str, Any]) -> Source:
+    from .json_schema.load import as_schema
+
+    schema = as_schema(spec)
+    opts = dict(options)
+    key = None
+    try:
+        # key order is kept: a schema's properties are written in the order it gives them
+        text = json.dumps(schema, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON data: the build reports it
+        text = None
+    if text is not None and _is_json_data(schema):
+        key = ("json-schema", text, json.dumps(opts, sort_keys=True, default=repr))
+    return Source("json-schema", key, lambda: from_json_schema(schema, **opts))
+
+
+def _read_grammar(spec: Any, options: Mapping[str, Any]) -> Source:
+    if not isinstance(spec, Grammar):
+        raise TypeError(f"expected a corral.Grammar, not {type(spec).__name__}")
+    return Source("grammar", None, lambda: spec)
+
+
+def _read_lark(spec: Any, options: Mapping[str, Any]) -> Source:
+    if not isinstance(spec, str):
+        raise TypeError(f"grammar text must be str, not {type(spec).__name__}")
+    start = options.get("start", "start")
+    if not isinstance(start, str):
+        raise TypeError(f"start must be a rule name (str), not {type(start).__name__}")
+    return Source("lark", ("lark", spec, start), lambda: from_lark(spec, start))
+
+
+def _read_regex(spec: Any, options: Mapping[str, Any]) -> Source:
+    if not isinstance(spec, str):
+        raise TypeError(f"regex must be a string, not {type(spec).__name__}")
+    flags = int(options.get("flags", 0))
+    return Source("regex", ("regex", spec, str(flags)), lambda: from_regex(spec, flags))
+
+
+FRONT_ENDS: tuple[FrontEnd, ...] = (
+    FrontEnd("json-schema", _is_schema, _read_schema, options=None),
+    FrontEnd("grammar", lambda spec: isinstance(spec, Grammar), _read_grammar, frozenset()),
+    FrontEnd("lark", lambda spec: isinstance(spec, str), _read_lark, frozenset({"start"})),
+    FrontEnd("regex", None, _read_regex, options=frozenset({"flags"})),
+)
+"""Every front end, in the order :func:`guess` tries them."""
+
+_BY_NAME = {f.name: f for f in FRONT_ENDS}
+
+
+def source(front_end: str, spec: Any, **options: Any) -> Source:
+    """Read ``spec`` with the front end named ``front_end`` (no guessing).
+
+    ``options`` are the front end's own: ``start`` for ``"lark"``, ``flags`` for
+    ``"regex"``, the JSON Schema options for ``"json-schema"``, none for ``"grammar"``.
+
+    Raises:
+        ValueError: no front end has that name.
+        TypeError: a spec of the wrong type, or options the front end does not take.
+    """
+    front = _BY_NAME.get(front_end)
+    if front is None:
+        raise ValueError(f"unknown front end {front_end!r}; known: {sorted(_BY_NAME)}")
+    unknown = sorted(set(options) - front.options) if front.options is not None else []
+    if unknown:
+        raise TypeError(
+            f"options {unknown} do not apply to {front_end}"
+            + (f" (it takes {sorted(front.options)})" if front.options else "")
+        )
+    return front.read(spec, options)
+
+
+def guess(spec: Any, *, start: str = "start", options: Mapping[str, Any] | None = None) -> Source:
+    """Read ``spec`` with the first front end of :data:`FRONT_ENDS` that recognises it.
+
+    ``start`` applies to the front ends that take a start rule (Lark text) and is ignored
+    by the others; ``options`` apply to the front end that takes any (JSON Schemas).
+
+    Raises:
+        TypeError: options given for a spec that is not a JSON Schema, or a spec no front
+            end recognises.
+    """
+    options = options or {}
+    front = next((f for f in FRONT_ENDS if f.recognises is not None and f.recognises(spec)), None)
+    if options and (front is None or front.options is not None):
+        raise TypeError(
+            f"options {sorted(options)} apply to JSON Schemas only, not to {type(spec).__name__}"
+        )
+    if front is None:
+        raise TypeError(
+            f"cannot compile a {type(spec).__name__}: pass Lark grammar text, a JSON Schema "
+            "(dict, JSON text, pydantic model class) or a corral.Grammar"
+        )
+    if front.options is not None and "start" in front.options:
+        options = {"start": start}
+    return front.read(spec, options)
