@@ -9,6 +9,9 @@ is not a well-formed grammar or regex; an :class:`UnsupportedFeatureError` means
 well-formed but uses a construct corral cannot enforce exactly (corral refuses rather than
 silently widening the language).
 
+Errors with a position in the input carry it as ``.location``, a :class:`Location` (line,
+column and snippet in a grammar or regex text; JSON pointer in a schema).
+
 This module imports nothing from the rest of the package.
 """
 
@@ -20,6 +23,7 @@ __all__ = [
     "CorralError",
     "EmptyLanguageError",
     "GrammarError",
+    "Location",
     "MatcherStateError",
     "TokenRejectedError",
     "TokenizerError",
@@ -45,15 +49,103 @@ def caret_snippet(text: str, line: int, column: int, *, span: int = 1) -> str:
     return f"{src}\n{' ' * (col - 1 - start)}{'^' * max(1, span)}"
 
 
+class Location(str):
+    """Where in the input an error is: a line and column of a grammar or regex text, a
+    JSON pointer into a schema, and the source line with a caret under the position;
+    each part optional, the object immutable.
+
+    A ``Location`` is also the text an error message shows for it (``"line 3, column
+    5"``, ``"/properties/a/format"``, ``"terminal NAME (line 2, column 1)"``), so it
+    compares, formats and searches like that string; equality is the text's (the parts
+    are not compared).
+
+    Attributes:
+        line, column: 1-based position in the text, or ``None``.
+        pointer: the JSON pointer of the schema keyword (below a reference into another
+            resource, the reference), or ``None``.
+        snippet: the offending source line with a caret under the position (may be empty).
+    """
+
+    line: int | None
+    column: int | None
+    pointer: str | None
+    snippet: str
+
+    def __new__(
+        cls,
+        text: str | None = None,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        pointer: str | None = None,
+        snippet: str = "",
+    ) -> Location:
+        """``text``: how messages name the place; by default the pointer, or ``"line L,
+        column C"`` (``"column C"`` without a line)."""
+        if text is None:
+            if pointer is not None:
+                text = pointer
+            elif line is not None:
+                text = f"line {line}, column {column}"
+            elif column is not None:
+                text = f"column {column}"
+            else:
+                text = ""
+        self = super().__new__(cls, text)
+        for name, value in (
+            ("line", line),
+            ("column", column),
+            ("pointer", pointer),
+            ("snippet", snippet),
+        ):
+            object.__setattr__(self, name, value)
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("a Location is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("a Location is immutable")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_location, (str(self), self.line, self.column, self.pointer, self.snippet))
+
+    def __repr__(self) -> str:
+        parts = [repr(str(self))]
+        for name in ("line", "column", "pointer"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name}={value!r}")
+        if self.snippet:
+            parts.append(f"snippet={self.snippet!r}")
+        return f"Location({', '.join(parts)})"
+
+
+def _location(
+    text: str, line: int | None, column: int | None, pointer: str | None, snippet: str
+) -> Location:
+    return Location(text, line=line, column=column, pointer=pointer, snippet=snippet)
+
+
 class CorralError(Exception):
-    """Root of every error corral raises on purpose."""
+    """Root of every error corral raises on purpose.
+
+    Attributes:
+        location: where in the input the error is (:class:`Location`), or ``None`` for
+            errors that have no position.
+    """
+
+    location: Location | None = None
 
 
 class GrammarError(CorralError, ValueError):
     """A grammar or regular expression is malformed or inconsistent.
 
     Attributes:
-        line, column: 1-based position in the grammar text, or ``None`` when unknown.
+        location: where (:class:`Location`: line/column and snippet in the grammar or
+            regex text, or a schema's JSON pointer), or ``None`` when unknown.
+        line, column: 1-based position in the grammar text, or ``None`` when unknown
+            (read from ``location``).
         snippet: the offending source line with a caret under the position (may be empty).
     """
 
@@ -64,16 +156,33 @@ class GrammarError(CorralError, ValueError):
         line: int | None = None,
         column: int | None = None,
         snippet: str = "",
+        location: Location | None = None,
     ) -> None:
+        """Give the position either as ``location`` or as ``line``/``column``/``snippet``
+        (not both)."""
+        if location is None and (line is not None or column is not None or snippet):
+            location = Location(line=line, column=column, snippet=snippet)
+        elif location is not None and (line is not None or column is not None or snippet):
+            raise TypeError("give either location or line/column/snippet, not both")
         self.message = message
-        self.line = line
-        self.column = column
-        self.snippet = snippet
-        where = f" (line {line}, column {column})" if line is not None else ""
+        self.location = location
+        where = f" (line {self.line}, column {self.column})" if self.line is not None else ""
         text = f"{message}{where}"
-        if snippet:
-            text = f"{text}\n{snippet}"
+        if self.snippet:
+            text = f"{text}\n{self.snippet}"
         super().__init__(text)
+
+    @property
+    def line(self) -> int | None:
+        return None if self.location is None else self.location.line
+
+    @property
+    def column(self) -> int | None:
+        return None if self.location is None else self.location.column
+
+    @property
+    def snippet(self) -> str:
+        return "" if self.location is None else self.location.snippet
 
 
 class EmptyLanguageError(GrammarError):
@@ -85,16 +194,19 @@ class UnsupportedFeatureError(CorralError, ValueError):
 
     Attributes:
         feature: the construct, e.g. ``"lookbehind assertion (?<!...)"`` or ``"uniqueItems"``.
-        location: where it occurs: a JSON pointer, or ``"line L, column C"``, or a terminal name.
+        location: where it occurs (:class:`Location`, also the text the message shows: a
+            JSON pointer, ``"line L, column C"``, a terminal name...); empty when unknown.
     """
 
-    def __init__(self, feature: str, *, location: str = "", detail: str = "") -> None:
+    location: Location
+
+    def __init__(self, feature: str, *, location: str | Location = "", detail: str = "") -> None:
         self.feature = feature
-        self.location = location
+        self.location = location if isinstance(location, Location) else Location(location)
         self.detail = detail
         text = f"unsupported: {feature}"
-        if location:
-            text += f" at {location}"
+        if self.location:
+            text += f" at {self.location}"
         if detail:
             text += f": {detail}"
         super().__init__(text)

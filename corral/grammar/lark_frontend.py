@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from ..errors import (
     CorralError,
     GrammarError,
+    Location,
     UnsupportedFeatureError,
     caret_snippet,
 )
@@ -122,7 +123,7 @@ def grammar_from_lark(
                 if name in declared:
                     raise UnsupportedFeatureError(
                         f"%declare'd terminal {name}",
-                        location=_where(line, col),
+                        location=Location(_where(line, col), line=line, column=col),
                         detail="a declared terminal has no pattern, so corral cannot generate it; "
                         "define it with a string or regex",
                     )
@@ -191,7 +192,9 @@ def _terminal(text: str, td: object) -> Terminal:
         loc = _where(line, col)
         if isinstance(e, UnsupportedFeatureError):
             raise UnsupportedFeatureError(
-                e.feature, location=f"{where}" + (f" ({loc})" if loc else ""), detail=e.detail
+                e.feature,
+                location=Location(where + (f" ({loc})" if loc else ""), line=line, column=col),
+                detail=e.detail,
             ) from None
         if isinstance(e, GrammarError):
             raise GrammarError(

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .translate import ANNOTATION, EXACT, FINAL_CHECK, Finding, Options
+from .findings import ANNOTATION, EXACT, FINAL_CHECK, Finding
+from .options import Options
 
 __all__ = [
     "ANNOTATION",

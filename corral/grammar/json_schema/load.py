@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ...errors import GrammarError, UnsupportedFeatureError
+from ...errors import GrammarError, Location, UnsupportedFeatureError
 
 DRAFTS = {
     "https://json-schema.org/draft/2020-12/schema": "2020-12",
@@ -32,11 +32,33 @@ ROOT_URI = "urn:corral:root"
 
 
 class SchemaError(GrammarError):
-    """The schema is malformed: not JSON, or not valid against its draft's meta-schema."""
+    """The schema is malformed: not JSON, or not valid against its draft's meta-schema.
 
-    def __init__(self, message: str, pointer: str = "", **kw: Any) -> None:
-        self.pointer = pointer
-        super().__init__(message, **kw)
+    Attributes:
+        location: where (:class:`~corral.errors.Location`): line and column in JSON text,
+            or the JSON pointer of the offending keyword.
+        pointer: that JSON pointer (``""``: none).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        pointer: str = "",
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        snippet: str = "",
+    ) -> None:
+        location = None
+        if pointer or line is not None or column is not None or snippet:
+            location = Location(line=line, column=column, pointer=pointer or None, snippet=snippet)
+        super().__init__(message, location=location)
+
+    @property
+    def pointer(self) -> str:
+        return (
+            "" if self.location is None or self.location.pointer is None else self.location.pointer
+        )
 
 
 @dataclass
@@ -179,7 +201,7 @@ def load_schema(spec: Any) -> LoadedSchema:
         if dialect not in DRAFTS:
             raise UnsupportedFeatureError(
                 "$schema",
-                location="/$schema",
+                location=Location(pointer="/$schema"),
                 detail=f"unknown dialect {given!r}; supported: " + ", ".join(DRAFTS),
             )
     cls = draft_validator_class(dialect)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .keywords import ANNOTATIONS
 from .load import pointer_join
 from .value_sets import (
     ALL_KINDS,
@@ -34,12 +35,14 @@ from .value_sets import (
 )
 
 if TYPE_CHECKING:
-    from .translate import _Builder
+    from .translate import Translator
 
 __all__ = ["simplify"]
 
 
-def simplify(b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[str, Any] | None:
+def simplify(
+    b: Translator, schema: dict[str, Any], ptr: str, resolver: Any
+) -> dict[str, Any] | None:
     """``schema`` with the rewrites of the module docs applied (a new dict when anything
     changed), or ``None`` when no value satisfies it."""
     out: dict[str, Any] | None = schema
@@ -52,38 +55,38 @@ def simplify(b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any) -> di
     return out
 
 
-def _own_kinds(b: _Builder, schema: dict[str, Any]) -> frozenset[str]:
-    k = kinds_of({"type": schema["type"]}, b.annotations) if "type" in schema else ALL_KINDS
+def _own_kinds(b: Translator, schema: dict[str, Any]) -> frozenset[str]:
+    k = kinds_of({"type": schema["type"]}, ANNOTATIONS) if "type" in schema else ALL_KINDS
     return ALL_KINDS if k is None else k
 
 
-def _not(b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[str, Any] | None:
+def _not(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[str, Any] | None:
     n_ptr = pointer_join(ptr, "not")
     sub, _, _ = b.deref(schema["not"], n_ptr, resolver)
-    banned = kinds_of(sub, b.annotations)
+    banned = kinds_of(sub, ANNOTATIONS)
     if banned is None:
         return schema  # the final check enforces it
     left = _own_kinds(b, schema) - banned
     if not left:
-        b.exact(n_ptr, "not", "no value is left")
+        b.findings.exact(n_ptr, "not", "no value is left")
         return None
     t = type_of_kinds(left)
     if t is None:
         return schema  # "a number that is not an integer" has no type name
-    b.exact(n_ptr, "not", "removes types")
+    b.findings.exact(n_ptr, "not", "removes types")
     out = {k: v for k, v in schema.items() if k != "not"}
     if left != ALL_KINDS:
         out["type"] = t
     return b.synthetic(out)
 
 
-def _if(b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[str, Any] | None:
+def _if(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[str, Any] | None:
     cond, _, _ = b.deref(schema["if"], pointer_join(ptr, "if"), resolver)
     then = schema.get("then", True)
     other = schema.get("else", True)
     rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
-    kinds = kinds_of(cond, b.annotations)
-    ann = b.annotations
+    kinds = kinds_of(cond, ANNOTATIONS)
+    ann = ANNOTATIONS
     if any(isinstance(x, dict) and ("$id" in x or "id" in x) for x in (then, other)):
         return schema  # a resource of its own: moving it would change dynamic scopes
     if surely_empty(then, ann) and surely_empty(other, ann):
@@ -128,7 +131,7 @@ def _if(b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[st
 
 
 def _property_cases(
-    b: _Builder, cond: Any, rest: dict[str, Any], then: Any, other: Any, resolver: Any, ptr: str
+    b: Translator, cond: Any, rest: dict[str, Any], then: Any, other: Any, resolver: Any, ptr: str
 ) -> list[tuple[Any, Any, str]] | None:
     """An ``if`` that tests one property against a finite set of values (the discriminator
     of a tagged union: ``{"properties": {"kind": {"const": "a"}}}``), where the schema
@@ -139,7 +142,7 @@ def _property_cases(
     value is another of the property's values, or that lacks a property ``if`` requires
     (``"properties": {name: false}`` says the property is absent).
     """
-    ann = b.annotations
+    ann = ANNOTATIONS
     if not isinstance(cond, dict) or any(
         k not in ("properties", "required") and k not in ann for k in cond
     ):
@@ -180,7 +183,7 @@ def _property_cases(
 
 
 def _with(
-    b: _Builder, schema: dict[str, Any], ptr: str, resolver: Any, rest: dict[str, Any], part: Any
+    b: Translator, schema: dict[str, Any], ptr: str, resolver: Any, rest: dict[str, Any], part: Any
 ) -> dict[str, Any] | None:
     """``rest`` and ``part`` both, for an ``if`` decided without the value."""
     _exact(b, schema, ptr, "decided without the value")
@@ -193,13 +196,13 @@ def _with(
     return b.synthetic(m)
 
 
-def _exact(b: _Builder, schema: dict[str, Any], ptr: str, detail: str) -> None:
+def _exact(b: Translator, schema: dict[str, Any], ptr: str, detail: str) -> None:
     for kw in ("if", "then", "else"):
         if kw in schema:
-            b.exact(pointer_join(ptr, kw), kw, detail)
+            b.findings.exact(pointer_join(ptr, kw), kw, detail)
 
 
-def _one_of(b: _Builder, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
+def _one_of(b: Translator, schema: dict[str, Any], ptr: str) -> dict[str, Any] | None:
     branches = list(schema["oneOf"])
     keys = [value_key(x) for x in branches]
     kept = [x for x, k in zip(branches, keys, strict=True) if keys.count(k) == 1]
@@ -207,9 +210,9 @@ def _one_of(b: _Builder, schema: dict[str, Any], ptr: str) -> dict[str, Any] | N
         return schema
     o_ptr = pointer_join(ptr, "oneOf")
     if not kept:
-        b.exact(o_ptr, "oneOf", "every branch occurs twice: no value matches one")
+        b.findings.exact(o_ptr, "oneOf", "every branch occurs twice: no value matches one")
         return None
-    b.needs_check(o_ptr, "oneOf", "exclusivity (branches that occur twice are left out)")
+    b.findings.needs_check(o_ptr, "oneOf", "exclusivity (branches that occur twice are left out)")
     out = dict(schema)
     out["oneOf"] = kept
     return b.synthetic(out)

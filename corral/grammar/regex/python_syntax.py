@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...errors import GrammarError, UnsupportedFeatureError
+from ...errors import GrammarError, Location, UnsupportedFeatureError
 from . import ast
 from .charset import EMPTY, NEWLINE, UNIVERSE, CharSet, ascii_class, python_class
 
@@ -60,8 +60,7 @@ def parse_python_regex(pattern: str, flags: int = 0, *, where: str = "") -> ast.
         col = pos + 1
         raise GrammarError(
             f"invalid regular expression {pattern!r}{' in ' + where if where else ''}: {e.msg}",
-            line=None,
-            snippet=f"{pattern}\n{' ' * (col - 1)}^",
+            location=Location(column=col, snippet=f"{pattern}\n{' ' * (col - 1)}^"),
         ) from None
     state_flags = parsed.state.flags
     return _Translator(pattern, where).seq(parsed.data, state_flags)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ....errors import CompileBudgetError, GrammarError, UnsupportedFeatureError
+from ....errors import CompileBudgetError, GrammarError, Location, UnsupportedFeatureError
 from ...regex.charset import EMPTY, MAX_CODE_POINT, UNIVERSE, CharSet
 from .unicode import (
     BINARY_PROPERTIES,
@@ -174,7 +174,11 @@ class Pattern:
     def unsupported(self, feature: str, pos: int, detail: str = "") -> UnsupportedFeatureError:
         """The error refusing ``feature`` found at column ``pos`` (0-based)."""
         return UnsupportedFeatureError(
-            feature, location=f"{self.name} column {pos + 1}", detail=detail
+            feature,
+            location=Location(
+                f"{self.name} column {pos + 1}", column=pos + 1, pointer=self.where or None
+            ),
+            detail=detail,
         )
 
 
@@ -254,13 +258,18 @@ class _Parser:
         in_where = f" in {self.where}" if self.where else ""
         return GrammarError(
             f"invalid regular expression {self.src!r}{in_where}: {message} at column {col}",
-            column=col,
-            snippet=f"{self.src}\n{' ' * (col - 1)}^",
+            location=Location(
+                column=col, pointer=self.where or None, snippet=f"{self.src}\n{' ' * (col - 1)}^"
+            ),
         )
 
     def unsupported(self, feature: str, pos: int, detail: str = "") -> UnsupportedFeatureError:
         return UnsupportedFeatureError(
-            feature, location=f"{self.name} column {pos + 1}", detail=detail
+            feature,
+            location=Location(
+                f"{self.name} column {pos + 1}", column=pos + 1, pointer=self.where or None
+            ),
+            detail=detail,
         )
 
     def peek(self, offset: int = 0) -> str:

@@ -1,0 +1,282 @@
+"""Arrays: ``prefixItems``/``items``/``additionalItems``, ``minItems``/``maxItems``,
+``contains`` (with ``minContains``/``maxContains``) and ``uniqueItems``.
+
+Items are a chain of nonterminals counting positions up to where they are alike; the
+grammar counts ``contains`` hits when it can, and writes arrays of distinct items from a
+small finite set of values exactly (states are the sets written so far). What it cannot
+count is left to the final check.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..findings import ANNOTATION, EXACT
+from ..keywords import ANNOTATIONS
+from ..load import pointer_join
+from ..value_sets import distinct_choice_possible, finite_values, surely_empty
+from .enum import emit_const
+from .object import MAX_COUNT_STATES
+
+if TYPE_CHECKING:
+    from ..translate import Translator
+
+__all__ = ["UNIQUE_MAX_VALUES", "emit_array"]
+
+# Arrays of distinct items from at most this many values are compiled exactly (2^n states).
+UNIQUE_MAX_VALUES = 8
+
+
+def emit_array(b: Translator, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
+    """The nonterminal of the arrays schema ``s`` (at ``ptr``; references resolve from
+    ``resolver``) allows, or ``None`` when there is none (too few possible items,
+    ``contains`` or ``uniqueItems`` that no array satisfies)."""
+    draft = b.loaded.draft
+    prefix: list[Any] = []
+    rest: Any = True
+    prefix_kw = "prefixItems"
+    if draft in ("2020-12",):
+        prefix = list(s.get("prefixItems", []))
+        rest = s.get("items", True)
+    else:
+        items = s.get("items", True)
+        if isinstance(items, list):
+            prefix, prefix_kw = items, "items"
+            rest = s.get("additionalItems", True)
+        else:
+            rest = items
+    for kw in ("prefixItems", "items", "additionalItems", "minItems", "maxItems"):
+        if kw in s:
+            b.findings.exact(pointer_join(ptr, kw), kw)
+    lo = int(s.get("minItems", 0))
+    hi = s.get("maxItems")
+    hi = None if hi is None else int(hi)
+    contains = _contains(b, s, ptr, resolver)
+    if contains is None:
+        return None
+    least, c_sub, c_resolver = contains
+    lo = max(lo, least)  # implied by contains: the grammar can say it
+    n = len(prefix)
+    rest_ptr = pointer_join(ptr, "items" if prefix_kw == "prefixItems" else "additionalItems")
+    if s.get("uniqueItems") is True:
+        values = _unique_values(b, prefix, rest, lo, ptr, resolver)
+        if values is None:
+            return None
+        if values:
+            if n == 0 and len(values) <= UNIQUE_MAX_VALUES:
+                b.findings.exact(pointer_join(ptr, "uniqueItems"), "uniqueItems")
+                if c_sub is not None:
+                    _contains_checked(b, s, ptr, "with uniqueItems")
+                return _unique_array(b, values, lo, hi)
+            # distinct items from a finite set: the set's size bounds the length
+            hi = n + len(values) if hi is None else min(hi, n + len(values))
+        b.findings.needs_check(pointer_join(ptr, "uniqueItems"), "uniqueItems")
+    elif "uniqueItems" in s:
+        b.findings.exact(pointer_join(ptr, "uniqueItems"), "uniqueItems", "false: no effect")
+    prefix_syms = [
+        b.value(x, pointer_join(ptr, prefix_kw, i), resolver) for i, x in enumerate(prefix)
+    ]
+    rest_sym = b.value(rest, rest_ptr, resolver)
+    # longest possible array
+    cap = hi
+    for i, sym in enumerate(prefix_syms):
+        if sym is None:
+            cap = i if cap is None else min(cap, i)
+            break
+    if rest_sym is None:
+        cap = n if cap is None else min(cap, n)
+    if cap is not None and cap < lo:
+        return None
+    if c_sub is not None:
+        hit = _contains_hit(b, s, ptr, c_resolver, rest, c_sub, n, lo, cap, least)
+        if hit is False:
+            return None
+        if isinstance(hit, str):
+            return _contains_array(b, rest_sym, hit, lo, cap, least)
+    exact_cap = cap
+    if cap is not None and cap - max(lo, n) > 4096:
+        b.findings.needs_check(pointer_join(ptr, "maxItems"), "maxItems", "bound above 4096")
+        exact_cap = None
+    comma = b.punct(",")
+    last = max(lo, n)  # from here on items are alike and the count is free (up to cap)
+    names = [b.fresh("a") for _ in range(last + 1)]
+    for i in range(last):
+        if exact_cap is not None and i >= exact_cap:
+            b.add(names[i])  # cap >= lo: the array may end here
+            break
+        if i >= lo:
+            b.add(names[i])
+        sym = prefix_syms[i] if i < n else rest_sym
+        if sym is None:
+            continue
+        b.add(names[i], *([comma] if i else []), sym, names[i + 1])
+    tail = names[last]
+    if exact_cap is None:
+        b.add(tail)
+        if rest_sym is not None and (last >= n):
+            loop = b.fresh("more")
+            if last == 0:
+                b.add(tail, rest_sym, loop)
+            else:
+                b.add(tail, comma, rest_sym, loop)
+            b.add(loop)
+            b.add(loop, comma, rest_sym, loop)
+    else:
+        # chain from `last` up to `exact_cap`
+        prev = tail
+        for i in range(last, exact_cap + 1):
+            b.add(prev)
+            if i == exact_cap or rest_sym is None:
+                break
+            nxt = b.fresh("a")
+            b.add(prev, *([comma] if i else []), rest_sym, nxt)
+            prev = nxt
+    return b.seq("arr", b.punct("["), names[0], b.punct("]"))
+
+
+def _contains(
+    b: Translator, s: dict[str, Any], ptr: str, resolver: Any
+) -> tuple[int, Any, Any] | None:
+    """``(least, sub, resolver)``: the fewest items ``contains`` implies and its
+    (dereferenced) subschema with its resolver (``(0, None, None)``: no effect), or
+    ``None`` when no array satisfies it."""
+    modern = b.loaded.draft in ("2019-09", "2020-12")
+    if not modern:
+        for kw in ("minContains", "maxContains"):
+            if kw in s:
+                b.findings.note(
+                    pointer_join(ptr, kw), kw, ANNOTATION, "not a keyword of this draft"
+                )
+    if "contains" not in s or b.loaded.draft == "4":
+        for kw in ("contains", "minContains", "maxContains"):
+            if kw in s and modern:
+                b.findings.note(pointer_join(ptr, kw), kw, ANNOTATION, "no effect without contains")
+        return 0, None, None
+    least = int(s.get("minContains", 1)) if modern else 1
+    most = s.get("maxContains") if modern else None
+    c_ptr = pointer_join(ptr, "contains")
+    sub, sub_resolver, _ = b.deref(s["contains"], c_ptr, resolver)
+    if (most is not None and least > int(most)) or (least and surely_empty(sub, ANNOTATIONS)):
+        b.findings.exact(c_ptr, "contains", "no array satisfies it")
+        return None
+    if least == 0 and most is None:
+        for kw in ("contains", "minContains"):
+            b.findings.exact(pointer_join(ptr, kw), kw, "minContains 0: no effect")
+        return 0, None, None
+    return least, sub, sub_resolver
+
+
+def _contains_hit(
+    b: Translator,
+    s: dict[str, Any],
+    ptr: str,
+    resolver: Any,
+    rest: Any,
+    c_sub: Any,
+    n: int,
+    lo: int,
+    cap: int | None,
+    least: int,
+) -> str | bool | None:
+    """The symbol of an item that satisfies both ``items`` and ``contains``
+    (``resolver``: the scope of ``c_sub``), when the
+    grammar can count such items exactly (no prefix items, no ``maxContains``, few
+    enough states); ``False`` when no item can; ``None`` (after noting the final
+    check) otherwise."""
+    c_ptr = pointer_join(ptr, "contains")
+    states = ((cap if cap is not None else max(lo, 1)) + 1) * (least + 1)  # _contains_array
+    if (
+        n
+        or "maxContains" in s
+        or states > MAX_COUNT_STATES
+        or s.get("uniqueItems") is True
+        or (isinstance(rest, dict) and "$ref" in rest)  # merged only in its own scope
+    ):
+        _contains_checked(b, s, ptr, "")
+        return None
+    both = b.merge(rest if rest is not True else {}, c_sub, c_ptr, resolver)
+    if both is None:
+        _contains_checked(b, s, ptr, "not merged with items")
+        return None
+    sym = None if both is False else b.value(both, c_ptr, resolver)
+    for kw in ("contains", "minContains"):
+        if kw in s:
+            b.findings.exact(pointer_join(ptr, kw), kw)
+    return False if sym is None else sym
+
+
+def _contains_checked(b: Translator, s: dict[str, Any], ptr: str, detail: str) -> None:
+    for kw in ("contains", "minContains", "maxContains"):
+        if kw in s:
+            b.findings.needs_check(pointer_join(ptr, kw), kw, detail)
+
+
+def _contains_array(
+    b: Translator, item: str | None, hit: str, lo: int, cap: int | None, least: int
+) -> str:
+    """Arrays of ``lo`` to ``cap`` items, each an ``item`` or a ``hit``, at least
+    ``least`` of them hits: states count the items (up to ``max(lo, 1)`` when there is
+    no cap) and the hits (up to ``least``)."""
+    comma = b.punct(",")
+    top = cap if cap is not None else max(lo, 1)
+    S = [[b.fresh("ct") for _ in range(least + 1)] for _ in range(top + 1)]
+    for i in range(top + 1):
+        for c in range(least + 1):
+            if i >= lo and c >= least:
+                b.add(S[i][c])
+            if cap is not None and i >= cap:
+                continue
+            after = min(i + 1, top)
+            sep = [comma] if i else []
+            if item is not None:
+                b.add(S[i][c], *sep, item, S[after][c])
+            b.add(S[i][c], *sep, hit, S[after][min(c + 1, least)])
+    return b.seq("arr", b.punct("["), S[0][0], b.punct("]"))
+
+
+def _unique_values(
+    b: Translator, prefix: list[Any], rest: Any, lo: int, ptr: str, resolver: Any
+) -> list[Any] | None:
+    """For ``uniqueItems``: the finite set of values the items after the prefix may take
+    (``[]``: not finite), or ``None`` when no array of at least ``lo`` distinct items
+    exists (each position choosing from its finite set, when it has one)."""
+    rest_s, _, _ = b.deref(rest, ptr, resolver)
+    values = finite_values(rest_s, ANNOTATIONS)
+    choices: list[list[Any]] = []
+    for item in prefix[:lo]:
+        c = finite_values(b.deref(item, ptr, resolver)[0], ANNOTATIONS)
+        if c is not None:
+            choices.append(c)
+    after = lo - len(prefix)  # required items beyond the prefix
+    if values is not None and after > 0:
+        # more required items than distinct values: no matching can place them
+        choices += [values] * after if after <= len(values) else [[]]
+    if not distinct_choice_possible(choices):
+        b.findings.note(
+            pointer_join(ptr, "uniqueItems"),
+            "uniqueItems",
+            EXACT,
+            "no array has distinct items",
+        )
+        return None
+    return values or []
+
+
+def _unique_array(b: Translator, values: list[Any], lo: int, hi: int | None) -> str:
+    """Arrays of distinct items from ``values`` (at most :data:`UNIQUE_MAX_VALUES`),
+    ``lo`` to ``hi`` of them: states are the sets of values written so far."""
+    syms = [emit_const(b, v) for v in values]
+    comma = b.punct(",")
+    k = len(values)
+    names = [b.fresh("uq") for _ in range(1 << k)]
+    for mask in range(1 << k):
+        count = mask.bit_count()
+        if count >= lo and (hi is None or count <= hi):
+            b.add(names[mask])
+        if hi is not None and count >= hi:
+            continue
+        for j in range(k):
+            if not mask >> j & 1:
+                sep = [comma] if mask else []
+                b.add(names[mask], *sep, syms[j], names[mask | 1 << j])
+    return b.seq("arr", b.punct("["), names[0], b.punct("]"))

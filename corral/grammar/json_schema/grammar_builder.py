@@ -1,0 +1,174 @@
+"""Rules and terminals of a grammar under construction, within budgets.
+
+:class:`GrammarBuilder` hands out fresh nonterminal names, collects rules (bounded by
+``Options.max_rules``), shares one terminal per automaton key, writes punctuation in the
+chosen whitespace style, and builds the pieces every JSON grammar needs (any JSON value,
+a set of literal words). It knows nothing about schemas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+
+from ...errors import CompileBudgetError
+from ..ir import Rule, Terminal
+from ..regex import ByteDFA, literal_dfa, python_regex_dfa
+from ..regex.dfa import union_of_literals
+from .options import Options
+from .strings import plain_string
+
+__all__ = ["NUMBER_RX", "GrammarBuilder", "drop_undefined", "number_dfa"]
+
+# A JSON number, any value.
+NUMBER_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+
+
+def number_dfa() -> ByteDFA:
+    """The automaton of :data:`NUMBER_RX`."""
+    return python_regex_dfa(NUMBER_RX)
+
+
+class GrammarBuilder:
+    """Rules and terminals being built for one grammar.
+
+    Attributes:
+        opt: the translation options (whitespace, budgets).
+        terms: terminal name -> terminal.
+        rules: the rules so far, in the order they were added.
+        deadline: ``time.monotonic()`` past which :meth:`tick` raises.
+    """
+
+    def __init__(self, options: Options) -> None:
+        self.opt = options
+        self.terms: dict[str, Terminal] = {}
+        self._term_keys: dict[str, str] = {}
+        self.rules: list[Rule] = []
+        self.n = 0
+        self.deadline = time.monotonic() + options.time_budget_s
+        self._any: str | None = None
+
+    def fresh(self, hint: str) -> str:
+        """A new nonterminal name starting with ``hint``."""
+        self.n += 1
+        return f"{hint}_{self.n}"
+
+    def add(self, lhs: str, *rhs: str) -> None:
+        """Add the rule ``lhs -> rhs``.
+
+        Raises:
+            CompileBudgetError: more than ``Options.max_rules`` rules.
+        """
+        self.rules.append(Rule(lhs, tuple(rhs)))
+        if len(self.rules) > self.opt.max_rules:
+            raise CompileBudgetError(
+                f"the schema needs more than {self.opt.max_rules} grammar rules "
+                "(raise Options.max_rules to allow it)"
+            )
+
+    def seq(self, hint: str, *syms: str) -> str:
+        """A new nonterminal with the one rule ``name -> syms``."""
+        name = self.fresh(hint)
+        self.add(name, *syms)
+        return name
+
+    def tick(self) -> None:
+        """Raise :class:`CompileBudgetError` once ``Options.time_budget_s`` is spent."""
+        if time.monotonic() > self.deadline:
+            raise CompileBudgetError(
+                f"building the grammar took longer than {self.opt.time_budget_s} s "
+                "(Options.time_budget_s)"
+            )
+
+    def term(self, key: str, make: Callable[[], ByteDFA], source: str, hint: str) -> str | None:
+        """A terminal for a DFA, shared by every use of the same ``key``; ``None`` if empty."""
+        name = self._term_keys.get(key)
+        if name is None:
+            dfa = make()
+            if dfa.n_states == 0:
+                self._term_keys[key] = ""
+                return None
+            name = self.fresh(hint.upper())
+            self.terms[name] = Terminal(name, dfa, source=source)
+            self._term_keys[key] = name
+        return name or None
+
+    def forget_term(self, key: str) -> None:
+        """Forget the terminal of ``key`` (a later :meth:`term` builds it again)."""
+        self._term_keys.pop(key, None)
+
+    def lit(self, text: str) -> str:
+        """The terminal of the literal ``text``."""
+        name = self.term("lit:" + text, lambda: literal_dfa(text), repr(text), "LIT")
+        assert name is not None
+        return name
+
+    def punct(self, ch: str) -> str:
+        """The terminal of punctuation ``ch`` (one of ``{}[],:``) with the whitespace the
+        options allow around it."""
+        ws = f"[ \\t\\n\\r]{{0,{self.opt.max_whitespace}}}"
+        if self.opt.whitespace == "compact":
+            rx = {",": ", ?", ":": ": ?"}.get(ch, "\\" + ch)
+        else:
+            e = "\\" + ch
+            rx = {"{": e + ws, "[": e + ws, "}": ws + e, "]": ws + e}.get(ch, ws + e + ws)
+        name = self.term("punct:" + ch, lambda: python_regex_dfa(rx), f"/{rx}/", "P")
+        assert name is not None
+        return name
+
+    def words(self, texts: list[str]) -> str:
+        """One terminal for a set of literal texts (an enum's strings): one lexer state
+        reads them all, where a terminal per text would put one lexeme item per text in
+        the parse."""
+        key = hashlib.blake2b("\0".join(sorted(texts)).encode(), digest_size=16).hexdigest()
+        shown = ", ".join(texts[:3]) + (", ..." if len(texts) > 3 else "")
+        name = self.term(
+            "words:" + key,
+            lambda: union_of_literals([t.encode() for t in texts]),
+            f"one of {len(texts)} values ({shown})",
+            "WORDS",
+        )
+        assert name is not None
+        return name
+
+    def any_value(self) -> str:
+        """The nonterminal of every JSON value (built once)."""
+        if self._any is None:
+            v = self._any = self.fresh("any")
+            obj, arr, pairs, items = (self.fresh(h) for h in ("anyobj", "anyarr", "pairs", "items"))
+            string = self.term("string", plain_string, "JSON string", "STRING")
+            number = self.term("number", number_dfa, "JSON number", "NUMBER")
+            assert string is not None and number is not None
+            for sym in (
+                obj,
+                arr,
+                string,
+                number,
+                self.lit("true"),
+                self.lit("false"),
+                self.lit("null"),
+            ):
+                self.add(v, sym)
+            lb, rb, lk, rk = self.punct("{"), self.punct("}"), self.punct("["), self.punct("]")
+            comma, colon = self.punct(","), self.punct(":")
+            self.add(obj, lb, rb)
+            self.add(obj, lb, pairs, rb)
+            self.add(pairs, string, colon, v)
+            self.add(pairs, pairs, comma, string, colon, v)
+            self.add(arr, lk, rk)
+            self.add(arr, lk, items, rk)
+            self.add(items, v)
+            self.add(items, items, comma, v)
+        return self._any
+
+
+def drop_undefined(rules: list[Rule], terminals: set[str]) -> list[Rule]:
+    """Drop rules that use a nonterminal with no rules (a schema no value satisfies, reached
+    through a reference that was named before it was found empty)."""
+    while True:
+        defined = {r.lhs for r in rules}
+        kept = [r for r in rules if all(x in defined or x in terminals for x in r.rhs)]
+        if len(kept) == len(rules):
+            return kept
+        rules = kept

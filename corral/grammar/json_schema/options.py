@@ -1,0 +1,55 @@
+"""Options of the JSON Schema translation: how values are written, and budgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Options"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How JSON values are written and how much compilation may cost.
+
+    Attributes:
+        whitespace: ``"compact"`` (no whitespace except one optional space after ``,`` and
+            ``:``, as ``json.dumps`` writes) or ``"flexible"`` (runs of up to
+            ``max_whitespace`` spaces, tabs or newlines around punctuation).
+        max_whitespace: longest whitespace run in ``"flexible"`` mode.
+        property_order: ``"schema"``: properties appear in the order of ``properties``
+            (then required names not listed there, then additional properties). ``"any"``:
+            the model chooses the order (each property at most once, additional ones
+            anywhere), for objects with at most ``any_order_max_properties`` named
+            properties (the grammar grows as 2^n); larger objects keep schema order.
+        additional_properties: ``None`` follows the schema (and the spec: allowed unless
+            said otherwise); ``False`` forbids properties the schema does not name wherever
+            it does not say ``additionalProperties`` itself.
+        final_check: validate the complete document with ``jsonschema`` before EOS (needed
+            for the keywords the grammar over-approximates; see the module docs).
+        max_states: automaton states allowed per terminal.
+        pattern_budget_s: time allowed to build one string automaton (pattern, format,
+            lengths); beyond it the pattern or format is left to the final check.
+        max_rules: grammar rules allowed in total.
+        time_budget_s: wall-clock budget for building the grammar.
+    """
+
+    whitespace: str = "compact"
+    max_whitespace: int = 4
+    property_order: str = "schema"
+    any_order_max_properties: int = 8
+    additional_properties: bool | None = None
+    final_check: bool = True
+    max_states: int = 50_000
+    max_rules: int = 200_000
+    time_budget_s: float = 30.0
+    pattern_budget_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.whitespace not in ("compact", "flexible"):
+            raise ValueError(f"whitespace must be 'compact' or 'flexible', not {self.whitespace!r}")
+        if self.property_order not in ("schema", "any"):
+            raise ValueError(
+                f"property_order must be 'schema' or 'any', not {self.property_order!r}"
+            )
+        if self.max_whitespace < 1:
+            raise ValueError("max_whitespace must be at least 1")
