@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.schema_runner import MASKBENCH_DIR, SUITE_DIR, maskbench_files
 
-from corral.errors import UnsupportedFeatureError
-from corral.grammar.json_schema import refs
+from corral.errors import EmptyLanguageError, UnsupportedFeatureError
+from corral.grammar.json_schema import grammar_from_json_schema, refs
 from corral.grammar.json_schema.algebra import (
     NO_MERGE,
     Merger,
@@ -453,15 +453,10 @@ def test_maskbench_pointer_references_resolve_to_their_targets() -> None:
     assert checked >= 100, checked
 
 
-# -- known supersets: the translator keeps the final check for them ----------------------
+# -- merges that would widen the language are not made ---------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="additionalProperties merged across branches sees the other branch's properties "
-    "(the merged schema is a superset; the final check enforces the original)",
-)
-def test_known_superset_additional_properties() -> None:
+def test_additional_properties_is_not_merged_across_branches() -> None:
     loaded = load_schema(
         {"allOf": [{"properties": {"foo": {}}}], "additionalProperties": {"type": "boolean"}}
     )
@@ -469,27 +464,50 @@ def test_known_superset_additional_properties() -> None:
     assert merged is None or not _validator(loaded, merged).is_valid({"foo": 1})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="items merged across branches does not see the other branch's prefixItems "
-    "(the merged schema is a superset; the final check enforces the original)",
-)
-def test_known_superset_items_after_prefix_items() -> None:
+def test_items_is_not_merged_after_longer_prefix_items() -> None:
     loaded = load_schema({"allOf": [{"prefixItems": [{"minimum": 3}]}], "items": {"minimum": 5}})
     merged = _merge_all_of(loaded)
     assert merged is None or not _validator(loaded, merged).is_valid([3])
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason="a $ref to false beside keywords")
-def test_known_crash_reference_to_false_with_siblings() -> None:
+def test_reference_to_false_with_siblings_is_no_value() -> None:
     loaded = load_schema({"$defs": {"never": False}})
     merger, resolve = _merger(loaded)
     ref = {"$ref": "#/$defs/never", "minLength": 1}
     assert merger.merge({"type": "string"}, ref, loaded.resolver(), resolve) is False
 
 
-@pytest.mark.xfail(strict=True, reason="merge(False, annotations-only) gives {} (every value)")
-def test_known_false_first_schema_is_dropped() -> None:
+def test_false_first_schema_is_no_value() -> None:
     loaded = load_schema({})
     merger, resolve = _merger(loaded)
     assert merger.merge(False, {}, loaded.resolver(), resolve) is False
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"properties": {"foo": {}}}], "additionalProperties": {"type": "boolean"}},
+        {"allOf": [{"prefixItems": [{"minimum": 3}]}], "items": {"minimum": 5}},
+    ],
+)
+def test_unmergeable_branches_are_refused_without_the_final_check(schema: dict) -> None:
+    """Without the final check, a branch that cannot be merged exactly is refused, naming
+    the allOf branch; with it, the schema compiles and the check enforces the branch."""
+    with pytest.raises(UnsupportedFeatureError) as e:
+        grammar_from_json_schema(schema, final_check=False)
+    assert "/allOf/0" in str(e.value.location)
+    grammar_from_json_schema(schema)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [False, {"type": "string"}]},
+        {"allOf": [{"type": "string"}, False]},
+        {"type": "object", "anyOf": [{"$ref": "#/$defs/f", "minProperties": 1}],
+         "$defs": {"f": False}},
+    ],
+)  # fmt: skip
+def test_allof_with_a_false_branch_has_no_value(schema: dict) -> None:
+    with pytest.raises(EmptyLanguageError):
+        grammar_from_json_schema(schema)

@@ -106,6 +106,35 @@ def only_annotations(schema: Any) -> bool:
     return isinstance(schema, dict) and all(k in ANNOTATIONS for k in schema)
 
 
+def _nontrivial(x: dict[str, Any], k: str) -> bool:
+    return k in x and x[k] is not True and not only_annotations(x[k])
+
+
+def _scope_conflict(x: dict[str, Any], y: dict[str, Any]) -> bool:
+    """Whether a keyword of ``x`` that applies to what ``x``'s own siblings leave over
+    would apply to less once ``y``'s keywords join them: ``additionalProperties`` beside
+    properties of ``y`` that ``x`` does not list, ``items`` after ``y``'s longer
+    ``prefixItems``, ``additionalItems`` after ``y``'s longer ``items`` array, and
+    ``unevaluated*`` (which see only their own branch). Merging then would widen the
+    language, so the branches stay apart (for the final check)."""
+    if "unevaluatedProperties" in x or "unevaluatedItems" in x:
+        return True
+    if _nontrivial(x, "additionalProperties"):
+        if set(y.get("properties", {})) - set(x.get("properties", {})):
+            return True
+        if y.get("patternProperties") and canonical(y["patternProperties"]) != canonical(
+            x.get("patternProperties", {})
+        ):
+            return True
+    prefix_x = x.get("prefixItems", [])
+    if _nontrivial(x, "items") and len(y.get("prefixItems", [])) > len(prefix_x):
+        return True
+    items_x, items_y = x.get("items"), y.get("items")
+    tuple_x = len(items_x) if isinstance(items_x, list) else 0
+    tuple_y = len(items_y) if isinstance(items_y, list) else 0
+    return _nontrivial(x, "additionalItems") and tuple_y > tuple_x
+
+
 # (reference, resolver) -> (target schema, the target's resolver)
 Resolve = Callable[[str, Any], tuple[Any, Any]]
 
@@ -134,14 +163,14 @@ class Merger:
 
         The result is ``a`` or ``b`` itself where the other says nothing, else a new
         dict."""
+        if b is False or a is False:
+            return False  # no value
         if b is True or only_annotations(b):
             return a if isinstance(a, dict) else {}
         if a is True or only_annotations(a):
             if isinstance(b, dict) and "$ref" not in b:
                 return b  # the same object: recursion through it is found by identity
             a = {}
-        if b is False or a is False:
-            return False  # no value
         if not isinstance(a, dict) or not isinstance(b, dict):
             return None
         self.count += 1
@@ -152,9 +181,11 @@ class Merger:
             target, t_res = resolve(b["$ref"], resolver)
             rest = {k: v for k, v in b.items() if k != "$ref"}
             m = self.merge(rest, target, t_res, resolve, depth=depth + 1)
-            if m is None:
-                return None
+            if m is None or m is False:
+                return m
             b = m
+        if _scope_conflict(a, b) or _scope_conflict(b, a):
+            return None
         out = dict(a)
         for k, v in b.items():
             if k in ANNOTATIONS:

@@ -44,11 +44,13 @@ def emit_all_of(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) 
     """``schema`` (at ``ptr``) with its ``allOf`` branches merged into the other keywords
     (branches that do not merge are the final check's)."""
     base = {k: v for k, v in schema.items() if k != "allOf"}
-    merged_all: dict[str, Any] | None = base
+    merged_all: Any = base  # False once a branch admits no value
     for i, sub in enumerate(schema["allOf"]):
         sub_ptr = pointer_join(ptr, "allOf", i)
         sub, sub_resolver, _ = b.deref(sub, sub_ptr, resolver)
-        m = b.merge(merged_all or {}, sub, sub_ptr, sub_resolver)
+        if merged_all is False:
+            break  # no value: the other branches cannot add one
+        m = b.merge(merged_all, sub, sub_ptr, sub_resolver)
         if m is None:
             b.findings.needs_check(sub_ptr, "allOf", "branch not merged into the grammar")
         else:
