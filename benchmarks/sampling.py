@@ -43,7 +43,7 @@ def part_exact(seeds: int, smc_runs: int) -> dict[str, Any]:
     import corral
     from corral.sampler.asap import ASAp
     from corral.sampler.smc import smc
-    from corral.sampler.synthetic import (
+    from corral.testing import (
         NGramLM,
         asap_distribution,
         grammar_distribution,

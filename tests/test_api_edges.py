@@ -21,7 +21,7 @@ from corral import IncompleteGenerationError, TokenizerError
 from corral.integrations.generate import decode_steps, vocabulary_for
 from corral.integrations.transformers import AWRSLogitsProcessor, GrammarLogitsProcessor
 from corral.sampler.smc import smc
-from corral.sampler.synthetic import NGramLM, constrained_sequences, total_variation
+from corral.testing import NGramLM, constrained_sequences, total_variation
 
 SCHEMA = {
     "type": "object",

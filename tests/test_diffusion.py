@@ -19,7 +19,7 @@ from support.words import lark_accepts
 import corral
 from corral.automata.completion import CompletionChecker
 from corral.sampler.diffusion import diffusion_decode
-from corral.sampler.synthetic import ExactDenoiser, NGramLM
+from corral.testing import ExactDenoiser, NGramLM
 
 LIST = r"""
 start: "[" [item ("," item)*] "]"

@@ -11,7 +11,7 @@ import torch
 import corral
 from corral.sampler.asap import ASAp
 from corral.sampler.smc import smc
-from corral.sampler.synthetic import (
+from corral.testing import (
     NGramLM,
     asap_distribution,
     constrained_sequences,

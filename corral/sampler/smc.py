@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from .awrs import awrs_step, matcher_check
+from .lm import NextLogits
 
 
 @dataclass
@@ -80,7 +81,7 @@ def _logmeanexp(xs: list[float]) -> float:
 
 
 def smc(
-    next_logits: Any,
+    next_logits: NextLogits,
     compiled: Any,
     *,
     n_particles: int = 16,
@@ -92,7 +93,8 @@ def smc(
     """Run SMC with AWRS proposals (see the module docs).
 
     Args:
-        next_logits: ``next_logits(prefixes) -> float [N, V]`` (batched model call).
+        next_logits: ``next_logits(prefixes) -> float [N, V]`` (batched model call:
+            :meth:`CausalLM.next_logits <corral.sampler.lm.CausalLM.next_logits>`).
         compiled: the :class:`~corral.CompiledGrammar`.
         n_particles: ``N``.
         max_tokens: the token budget (EOS not counted): after this many tokens a complete
@@ -146,7 +148,7 @@ def smc(
 
 
 def _end_at_budget(
-    particles: list[Particle], next_logits: Any, temperature: float, eos: list[int]
+    particles: list[Particle], next_logits: NextLogits, temperature: float, eos: list[int]
 ) -> None:
     """End every running particle: a complete one takes its EOS step without drawing it
     (weight times ``P(EOS | s)`` at ``temperature``, summed over the EOS ids), the others

@@ -63,8 +63,8 @@ class VLLMExtractor:
     ) -> None:
         from vllm import LLM
 
-        from ..extract import _schema_json
-        from ..generate import compile_constraint
+        from ..constraint import compile_constraint
+        from ..extract import schema_json
         from ..models import model_path
         from . import sampling_params
         from .processor import CorralLogitsProcessor, engine_vocabulary
@@ -103,7 +103,7 @@ class VLLMExtractor:
             max_tokens=max_new_tokens,
             temperature=0.0,
         )
-        self.prompt = prompt.replace("{schema}", _schema_json(schema))
+        self.prompt = prompt.replace("{schema}", schema_json(schema))
         self.max_new_tokens = max_new_tokens
 
     def run(self, batch: Sequence[tuple[int, str]]) -> Iterator[Any]:

@@ -230,7 +230,7 @@ def engine_vocabulary(model_config: Any, width: int) -> Any:
     from vllm.tokenizers import cached_tokenizer_from_config
 
     from ...automata import Vocabulary
-    from ..generate import token_id_set
+    from ..vocabularies import token_id_set
 
     tokenizer = cached_tokenizer_from_config(model_config)
     if tokenizer is None:

@@ -1,24 +1,42 @@
-"""Synthetic language models with known conditionals, and exact distributions over the
-strings of a grammar, for evaluating samplers without sampling error.
+"""Reference models with enumerable distributions, for testing samplers exactly.
 
-A language model here is anything with ``next_logits(prefixes) -> float [N, V]`` (one row
-of unnormalised log-probabilities per prefix of token ids) and ``eos_id``.
+* :class:`NGramLM`: a random n-gram model over a small vocabulary, a
+  :class:`~corral.sampler.lm.CausalLM` whose conditionals are known;
+* :class:`ExactDenoiser`: a :class:`~corral.sampler.lm.MaskedLM` whose predictions are
+  the exact conditionals of a known distribution over outputs;
+* exact distributions over a grammar's outputs (:func:`constrained_sequences`,
+  :func:`grammar_distribution`, :func:`masked_distribution`, :func:`asap_distribution`)
+  and distances between distributions (:func:`kl_divergence`, :func:`total_variation`).
+
+A sampler's output frequencies can then be compared with its exact distribution, with no
+sampling error in the reference. The functions that enumerate take any model with
+``logprob_next(prefix)`` and ``eos_id`` (as :class:`NGramLM` has).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-NextLogits = Callable[[Sequence[Sequence[int]]], torch.Tensor]
+__all__ = [
+    "ExactDenoiser",
+    "NGramLM",
+    "asap_distribution",
+    "constrained_sequences",
+    "grammar_distribution",
+    "kl_divergence",
+    "masked_distribution",
+    "total_variation",
+]
 
 
 class NGramLM:
     """A random n-gram model over a small vocabulary (tokens may be several characters, so
-    token and grammar boundaries need not line up).
+    token and grammar boundaries need not line up), after an empty prompt: a
+    :class:`~corral.sampler.lm.CausalLM`.
 
     Args:
         tokens: the token strings; the last id is EOS (its string is not used).
@@ -45,7 +63,7 @@ class NGramLM:
 
     def vocabulary(self) -> Any:
         """The corral :class:`~corral.Vocabulary` of this model."""
-        from ..automata import Vocabulary
+        from .automata import Vocabulary
 
         data = [t.encode("utf-8") for t in self.tokens[:-1]] + [b"</s>"]
         return Vocabulary(data, eos_token_ids=[self.eos_id], special_ids=[self.eos_id])
@@ -63,6 +81,13 @@ class NGramLM:
         rows = [self._row(tuple(p[len(p) - k :]) if k else ()) for p in prefixes]
         return torch.stack(rows)
 
+    def extend(self, state: Any, tokens: Sequence[int]) -> tuple[torch.Tensor, Any]:
+        """``(float64 [V] log-probabilities of the next token, state')``: the
+        :class:`~corral.sampler.lm.CausalLM` step; the state is the tokens read so far
+        (``None``: none)."""
+        seq = (*(state or ()), *(int(t) for t in tokens))
+        return self.next_logits([seq])[0], seq
+
     def logprob_next(self, prefix: Sequence[int]) -> torch.Tensor:
         """Normalised log-probabilities ``float64 [V]`` after ``prefix``."""
         return torch.log_softmax(self.next_logits([prefix])[0], dim=0)
@@ -70,7 +95,7 @@ class NGramLM:
 
 class ExactDenoiser:
     """A masked diffusion LM whose predictions are exact: the conditionals of a known
-    distribution over outputs of ``length`` tokens.
+    distribution over outputs of ``length`` tokens (a :class:`~corral.sampler.lm.MaskedLM`).
 
     The distribution: an :class:`NGramLM` generates up to ``length`` tokens; once it emits
     EOS, every later position is EOS (as diffusion LMs pad their outputs). Called on
@@ -109,7 +134,7 @@ class ExactDenoiser:
 
     def vocabulary(self) -> Any:
         """The corral :class:`~corral.Vocabulary`: the n-gram model's tokens, EOS, mask."""
-        from ..automata import Vocabulary
+        from .automata import Vocabulary
 
         data = [t.encode("utf-8") for t in self.lm.tokens[:-1]] + [b"</s>", b"<mask>"]
         eos = self.lm.eos_id
