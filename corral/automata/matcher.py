@@ -101,12 +101,13 @@ class Matcher:
             for e in c.eos_ids.tolist():
                 dst[e >> 5] |= np.uint32(1 << (e & 31))
             return
-        trie = c.vocab.trie.kernel_arrays
+        trie = c.vocab.trie.kernel_arrays  # kernels.layout.TrieArrays
         states, frames, rk = self._walk_scratch()
         while True:
-            scratch = (states, frames, self._memo, rk)  # kernels.layout.MaskScratch
-            caches = c.caches.snapshot()  # kernels.layout.CacheArrays
-            st = chart.run(mask.fill_mask, top, trie, caches, c.eos_ids, scratch, dst)
+            st = chart.run(
+                mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
+                states, frames, self._memo, rk, dst,
+            )  # fmt: skip
             if st == 0:
                 if (
                     self._check is not None

@@ -91,8 +91,6 @@ from .layout import (
     SM_GROW,
     SM_HITS,
     SM_USED,
-    CacheArrays,
-    MaskScratch,
     SubtreeMemoArrays,
     TrieArrays,
     TrieRuns,
@@ -814,7 +812,13 @@ def _find_child(child_start, children, node_byte, x, b):  # type: ignore[no-unty
 
 
 @njit(cache=True, nogil=True)
-def _walk_below(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, es, tr, sc, out):  # type: ignore[no-untyped-def]
+def _walk_below(  # type: ignore[no-untyped-def]
+    gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, es,
+    node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids,
+    rank_at,
+    states, frames, memo, rk,
+    out,
+):  # fmt: skip
     """Mark the tokens below the end edges of block ``es`` of ``ends`` whose bytes from the
     edge's child on start with a lexeme of a lexeme item of chart set ``k``.
 
@@ -826,13 +830,11 @@ def _walk_below(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, es, tr, sc, 
     (reused while the set it came from is unchanged) and nested walks start there, one per
     lexeme item. Walks run on an explicit stack: level ``r`` walks from set ``k+r``, keeps
     its DFA state per depth in ``states[r]`` and its cursor in ``frames[r]``.
-    ``frames[0, F_VER]`` must hold the version of set ``k``. ``tr``: :class:`TrieArrays`;
-    ``sc``: :class:`MaskScratch`. Returns 1, or a negative error.
+    ``frames[0, F_VER]`` must hold the version of set ``k``. After the end block come the
+    fields of :class:`TrieArrays` and of :class:`MaskScratch` (``kernels/layout.py``),
+    as arguments like :func:`fill_mask`'s (a named tuple passed to this function, which
+    is not inlined, measured 2% slower on JSON masks). Returns 1, or a negative error.
     """
-    node_byte, depth, subtree_end, rank_at = tr.node_byte, tr.depth, tr.subtree_end, tr.rank_at
-    child_start, children, token_ids = tr.child_start, tr.children, tr.token_ids
-    tok_start, tok_count = tr.tok_start, tr.tok_count
-    states, frames, memo, rk = sc.states, sc.frames, sc.memo, sc.rank_mask
     byte_class = gt[H_BYTE_CLASS]
     lex_accept = gt[H_LEX_ACCEPT]
     lex_term = gt[H_LEX_TERM]
@@ -1017,24 +1019,27 @@ def _walk_below(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, es, tr, sc, 
 
 
 @njit(cache=True, nogil=True)
-def fill_mask(
-    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, trie, caches, eos_ids, scratch, out
-):  # type: ignore[no-untyped-def]
+def fill_mask(  # type: ignore[no-untyped-def]
+    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets,
+    node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids,
+    rank_at,
+    cmeta, dense, dense_rank, sparse, ends,
+    eos_ids,
+    states, frames, memo, rank_mask,
+    out,
+):  # fmt: skip
     """Write the allowed-token mask after the input (top set ``n_sets-1``) into ``out``.
 
-    ``out``: ``uint32 [W]`` (id space). ``trie``, ``caches`` and ``scratch``: the plain
-    tuples of :class:`TrieArrays`, :class:`CacheArrays` and :class:`MaskScratch`
-    (``kernels/layout.py``); ``eos_ids``: ``int32 [k]``. Returns 0 on success, ``g + 1`` if lexer
+    ``out``: ``uint32 [W]`` (id space). After the chart arrays and ``n_sets`` come the
+    fields of :class:`TrieArrays`, of :class:`CacheArrays`, ``eos_ids`` (``int32 [k]``),
+    the fields of :class:`MaskScratch` (``kernels/layout.py``), then ``out``: callers
+    pass the groups star-unpacked. (This kernel runs at every token: an array passed as
+    an argument costs nothing at the call, one inside a tuple argument about 10 ns.)
+    Returns 0 on success, ``g + 1`` if lexer
     state ``g`` has no cache yet (nothing written; the caller builds it and calls again), or
     a negative error: grow the chart, or the memo for ``ERR_MEMO``, and call again.
     """
-    tr = TrieArrays(*trie)
-    ca = CacheArrays(*caches)
-    sc = MaskScratch(*scratch)
-    token_ids = tr.token_ids
-    cmeta, acc_dense, acc_rank = ca.cmeta, ca.dense, ca.dense_rank
-    acc_sparse, ends = ca.sparse, ca.ends
-    frames, rk = sc.frames, sc.rank_mask
+    acc_dense, acc_rank, acc_sparse, rk = dense, dense_rank, sparse, rank_mask
     j = n_sets - 1
     ni = gt[H_NI]
     G = gt[H_G]
@@ -1117,8 +1122,12 @@ def fill_mask(
         ctx[C_VERSION] += 1
         frames[0, F_VER] = ctx[C_VERSION]
         r = _walk_below(
-            gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, cmeta[g, M_ENDS], tr, sc, out
-        )
+            gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, cmeta[g, M_ENDS],
+            node_byte, depth, subtree_end, child_start, children, tok_start, tok_count,
+            token_ids, rank_at,
+            states, frames, memo, rank_mask,
+            out,
+        )  # fmt: skip
         if r < 0:
             return r
     return 0
