@@ -213,7 +213,6 @@ class CompiledGrammar:
         self.caches.replace(arrays)
         return None
 
-
     # -- tokens -------------------------------------------------------------------------------
     def is_special_terminal(self, token_id: int) -> bool:
         """Whether special token ``token_id`` stands for a terminal of the grammar."""
