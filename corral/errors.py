@@ -137,6 +137,21 @@ class CorralError(Exception):
 
     location: Location | None = None
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception pickles as cls(*args), which subclasses that build their message in
+        # __init__ would wrap again; rebuild from the message and the attributes instead,
+        # so errors cross process boundaries (worker pools) unchanged.
+        return (_rebuild_error, (type(self), self.args, self.__dict__))
+
+
+def _rebuild_error(
+    cls: type[CorralError], args: tuple[object, ...], state: dict[str, object]
+) -> CorralError:
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
 
 class GrammarError(CorralError, ValueError):
     """A grammar or regular expression is malformed or inconsistent.

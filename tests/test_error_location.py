@@ -151,3 +151,32 @@ def test_location_is_immutable_and_pickles_with_its_parts() -> None:
 def test_location_and_line_column_are_exclusive() -> None:
     with pytest.raises(TypeError):
         GrammarError("x", line=1, location=Location(line=1, column=1))
+
+
+def test_errors_pickle_with_their_message_and_attributes() -> None:
+    """Errors cross process boundaries (worker pools) unchanged: same class, message,
+    location and attributes (the default Exception pickling called ``cls(message)``,
+    which wrapped a message built in ``__init__`` again)."""
+    import corral
+    from corral.errors import TokenRejectedError, UnsupportedFeatureError
+    from corral.grammar.json_schema.load import SchemaError
+
+    errors: list[Exception] = []
+    for spec in ({"type": "string", "format": "idn-hostname"}, '{"type": "string",'):
+        try:
+            corral.grammar.json_schema.grammar_from_json_schema(spec, final_check=False)
+        except (UnsupportedFeatureError, SchemaError) as e:
+            errors.append(e)
+    try:
+        corral.Grammar.from_lark('start: "a" B')
+    except corral.GrammarError as e:
+        errors.append(e)
+    errors.append(TokenRejectedError(7, "token 7 is not allowed"))
+    assert len(errors) == 4
+    for e in errors:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e) and back.args == e.args
+        assert vars(back) == vars(e)
+        if getattr(e, "location", None) is not None:
+            assert back.location.pointer == e.location.pointer
+            assert back.location.line == e.location.line
