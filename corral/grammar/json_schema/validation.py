@@ -30,11 +30,11 @@ from __future__ import annotations
 import json
 import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
+from ...caching import BoundedCache
 from ...errors import CorralError
 from .load import ROOT_URI, LoadedSchema, exact_numbers, for_validation
 
@@ -140,29 +140,24 @@ def format_checker() -> Any:
 
 
 class _Patterns:
-    """The compiled ECMA-262 patterns of one validation (an LRU, thread-safe)."""
+    """The compiled ECMA-262 patterns of one validation (a bounded LRU, thread-safe)."""
 
     def __init__(self, max_entries: int = MAX_PATTERNS) -> None:
         from .ecma.match import DEFAULT_MAX_STEPS
 
-        self._items: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-        self.max_entries = max_entries
+        self._items: BoundedCache[str, Any] = BoundedCache(max_entries)
         self.max_steps = DEFAULT_MAX_STEPS  # backtracking steps per search
+
+    @property
+    def max_entries(self) -> int:
+        return self._items.max_entries
 
     def search(self, pattern: str, text: str) -> bool:
         from .ecma import EcmaPattern
 
-        with self._lock:
-            p = self._items.get(pattern)
-            if p is not None:
-                self._items.move_to_end(pattern)
-        if p is None:
-            p = EcmaPattern(pattern, max_steps=self.max_steps)
-            with self._lock:
-                self._items[pattern] = p
-                while len(self._items) > self.max_entries:
-                    self._items.popitem(last=False)
+        p = self._items.get_or_build(
+            pattern, lambda: EcmaPattern(pattern, max_steps=self.max_steps)
+        )
         return bool(p.search(text))
 
 
