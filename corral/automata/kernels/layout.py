@@ -115,9 +115,10 @@ OP_SPECIAL = 512  # OP_SPECIAL + g: the special token whose terminal starts in l
 # argument costs about a microsecond more per call from Python) and name it at once,
 # e.g. ``tr = TrieArrays(*trie)``, passing the named tuple on to kernels they call.
 # The per-token mask kernels (``fill_mask`` and ``_walk_below``) are the exception: they
-# take the groups' arrays as arguments, in these field orders, star-unpacked by callers,
-# because each array inside a tuple argument costs about 10 ns at a call from Python and
-# a named tuple passed to a kernel that is not inlined cost 2% on JSON masks.
+# take the trie's arrays as arguments in ``TrieArrays`` order, star-unpacked by the
+# caller, because a tuple argument cost about 10 ns more per array than the array
+# passed alone, and a named tuple passed to a kernel that is not inlined cost 2% on
+# JSON masks.
 
 
 class TrieArrays(NamedTuple):
@@ -165,16 +166,6 @@ class TrieRuns(NamedTuple):
     large_index: np.ndarray  # int32 [n_nodes]: index among the large nodes, or -1
 
 
-class CacheArrays(NamedTuple):
-    """A grammar's token caches of lexer states (``corral.automata.token_caches``)."""
-
-    cmeta: np.ndarray  # int32 [G, CMETA_COLS] (M_* columns)
-    dense: np.ndarray  # uint32 [D, W]: id-space bitmasks of dense states
-    dense_rank: np.ndarray  # uint32 [D, RW]: the same sets in rank space
-    sparse: np.ndarray  # int32: ranks of sparse states' tokens
-    ends: np.ndarray  # int32: end-edge blocks (257 offsets by child byte, then pairs)
-
-
 class WalkMemo(NamedTuple):
     """Per lexer state memos of a grammar's trie walks (``kernels/mask.py``).
 
@@ -201,12 +192,3 @@ class SubtreeMemoArrays(NamedTuple):
     entries: np.ndarray  # int32 [E, 4]: first dead pair, count, first end pair, count
     store: np.ndarray  # int32: the pairs
     ctl: np.ndarray  # int64 [SM_CTL_LEN] (SM_* slots)
-
-
-class MaskScratch(NamedTuple):
-    """A matcher's scratch for mask walks (``kernels/mask.py:fill_mask``)."""
-
-    states: np.ndarray  # int32 [max_depth+2, max_depth+2]: DFA state per level and depth
-    frames: np.ndarray  # int64 [max_depth+2, FRAME_COLS]: walk cursor per level
-    memo: np.ndarray  # int64 [2^k, MEMO_COLS]: explored (node, set hash, lexer state)
-    rank_mask: np.ndarray  # uint32 [RW]: the mask in rank space

@@ -831,9 +831,9 @@ def _walk_below(  # type: ignore[no-untyped-def]
     lexeme item. Walks run on an explicit stack: level ``r`` walks from set ``k+r``, keeps
     its DFA state per depth in ``states[r]`` and its cursor in ``frames[r]``.
     ``frames[0, F_VER]`` must hold the version of set ``k``. After the end block come the
-    fields of :class:`TrieArrays` and of :class:`MaskScratch` (``kernels/layout.py``),
-    as arguments like :func:`fill_mask`'s (a named tuple passed to this function, which
-    is not inlined, measured 2% slower on JSON masks). Returns 1, or a negative error.
+    fields of :class:`TrieArrays` (``kernels/layout.py``) and :func:`fill_mask`'s
+    scratch, as arguments (a named tuple passed to this function, which is not inlined,
+    measured 2% slower on JSON masks). Returns 1, or a negative error.
     """
     byte_class = gt[H_BYTE_CLASS]
     lex_accept = gt[H_LEX_ACCEPT]
@@ -1023,23 +1023,25 @@ def fill_mask(  # type: ignore[no-untyped-def]
     gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets,
     node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids,
     rank_at,
-    cmeta, dense, dense_rank, sparse, ends,
+    cmeta, acc_dense, acc_rank, acc_sparse, ends,
     eos_ids,
-    states, frames, memo, rank_mask,
+    states, frames, memo, rk,
     out,
 ):  # fmt: skip
     """Write the allowed-token mask after the input (top set ``n_sets-1``) into ``out``.
 
     ``out``: ``uint32 [W]`` (id space). After the chart arrays and ``n_sets`` come the
-    fields of :class:`TrieArrays`, of :class:`CacheArrays`, ``eos_ids`` (``int32 [k]``),
-    the fields of :class:`MaskScratch` (``kernels/layout.py``), then ``out``: callers
-    pass the groups star-unpacked. (This kernel runs at every token: an array passed as
-    an argument costs nothing at the call, one inside a tuple argument about 10 ns.)
-    Returns 0 on success, ``g + 1`` if lexer
+    fields of :class:`TrieArrays` (``kernels/layout.py``), the grammar's token caches as
+    ``TokenCaches.snapshot`` gives them (``cmeta`` with the ``M_*`` columns, dense rows in
+    id and rank space, sparse ranks, end blocks), ``eos_ids`` (``int32 [k]``) and the
+    matcher's scratch: ``states`` (``int32 [max_depth+2, max_depth+2]``), ``frames``
+    (``int64 [max_depth+2, FRAME_COLS]``), ``memo`` (``int64 [2^k, MEMO_COLS]``), ``rk``
+    (``uint32 [RW]``, the mask in rank space). These are arguments, not tuples, because
+    this kernel runs at every token and a tuple argument cost about 10 ns more per array
+    than the same array passed alone. Returns 0 on success, ``g + 1`` if lexer
     state ``g`` has no cache yet (nothing written; the caller builds it and calls again), or
     a negative error: grow the chart, or the memo for ``ERR_MEMO``, and call again.
     """
-    acc_dense, acc_rank, acc_sparse, rk = dense, dense_rank, sparse, rank_mask
     j = n_sets - 1
     ni = gt[H_NI]
     G = gt[H_G]
@@ -1125,7 +1127,7 @@ def fill_mask(  # type: ignore[no-untyped-def]
             gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, cmeta[g, M_ENDS],
             node_byte, depth, subtree_end, child_start, children, tok_start, tok_count,
             token_ids, rank_at,
-            states, frames, memo, rank_mask,
+            states, frames, memo, rk,
             out,
         )  # fmt: skip
         if r < 0:
