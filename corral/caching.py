@@ -81,12 +81,14 @@ class BoundedCache(Generic[K, V]):
     def put(self, key: K, value: V) -> None:
         """Store ``value`` under ``key`` (replacing any), then drop the least recently used
         entries until both bounds hold."""
+        if self.max_entries == 0:
+            return  # nothing is kept: do not even measure the value
         size = self._size_of(value) if self._size_of is not None else 0
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
                 self._bytes -= old[1]
-            if self.max_entries == 0 or (self.max_bytes is not None and size > self.max_bytes):
+            if self.max_bytes is not None and size > self.max_bytes:
                 return
             self._items[key] = (value, size)
             self._bytes += size

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,8 @@ class CompileCache:
     * ``grammars``: grammars keyed by their source (``Source.key``: front end, text and
       options), bounded by ``max_sources`` entries (default ``4 * max_entries``).
 
-    A bound of ``0`` entries turns that cache off. ``max_entries``, ``max_bytes``, ``hits``
-    and ``misses`` are those of the compiled grammars.
+    A bound of ``0`` entries turns that cache off. ``hits`` and ``misses`` are those of the
+    compiled grammars.
 
     Args:
         max_entries: most compiled grammars kept.
@@ -74,23 +74,7 @@ class CompileCache:
             4 * max_entries if max_sources is None else max_sources
         )
 
-    # -- bounds and counts (of the compiled grammars) -------------------------------------
-    @property
-    def max_entries(self) -> int:
-        return self.compiled.max_entries
-
-    @max_entries.setter
-    def max_entries(self, value: int) -> None:
-        self.compiled.max_entries = int(value)
-
-    @property
-    def max_bytes(self) -> int:
-        return self.compiled.max_bytes or 0
-
-    @max_bytes.setter
-    def max_bytes(self, value: int) -> None:
-        self.compiled.max_bytes = int(value)
-
+    # -- counts (of the compiled grammars) ------------------------------------------------
     @property
     def hits(self) -> int:
         return self.compiled.hits
@@ -122,8 +106,6 @@ class CompileCache:
     def get(self, grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
         """The compilation of ``grammar`` for ``vocab`` (reused when an equal grammar was
         compiled for a vocabulary with the same hash)."""
-        if self.compiled.max_entries == 0:
-            return CompiledGrammar(grammar, vocab)
         return self.compiled.get_or_build(
             (grammar.fingerprint, vocab.hash), lambda: CompiledGrammar(grammar, vocab)
         )
@@ -133,17 +115,7 @@ class CompileCache:
         once per key (a source without a key is built every time)."""
         if source.key is None:
             return source.build()
-        return self.grammar_for(source.key, source.build)
-
-    def grammar_for(self, key: Hashable, build: Callable[[], Grammar]) -> Grammar:
-        """The grammar built from a source identified by ``key`` (built once, then reused)."""
-        if self.grammars.max_entries == 0:
-            return build()
-        return self.grammars.get_or_build(key, build)
-
-    def grammar_for_text(self, text: str, start: str) -> Grammar:
-        """The grammar of Lark text with its start rule, built once."""
-        return self.grammar_of(frontends.source("lark", text, start=start))
+        return self.grammars.get_or_build(source.key, source.build)
 
     def grammar_for_regex(self, pattern: str) -> Grammar:
         """The grammar of a regex (Python syntax, matched in full), built once."""

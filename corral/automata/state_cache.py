@@ -53,60 +53,20 @@ def _entry_bytes(entry: StateEntry) -> int:
     return entry.nbytes
 
 
-class StateCacheStore:
-    """A thread-safe, byte-bounded LRU map from state digests to :class:`StateEntry`.
-
-    A :class:`~corral.caching.BoundedCache` bounded by bytes alone (``max_bytes``, which may
-    be changed at any time); ``max_bytes=0`` turns sharing off (every grammar builds its
-    own caches). An entry larger than ``max_bytes`` is not kept; a key already present is
-    left as it is (equal digests describe equal caches).
-
-    Attributes:
-        hits, misses: lookups answered from the store, and not.
+class StateCacheStore(BoundedCache[bytes, StateEntry]):
+    """A thread-safe LRU map from state digests to :class:`StateEntry`, bounded by bytes
+    alone (``max_bytes``, which may be changed at any time; ``0`` turns sharing off: every
+    grammar builds its own caches). An entry larger than ``max_bytes`` is not kept; a key
+    already present is left as it is (equal digests describe equal caches).
     """
 
+    max_bytes: int
+
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self._cache: BoundedCache[bytes, StateEntry] = BoundedCache(
-            sys.maxsize, max_bytes=int(max_bytes), size_of=_entry_bytes
-        )
-
-    @property
-    def max_bytes(self) -> int:
-        """Most bytes kept (``0``: sharing off)."""
-        return self._cache.max_bytes or 0
-
-    @max_bytes.setter
-    def max_bytes(self, value: int) -> None:
-        if value < 0:
-            raise ValueError(f"max_bytes must be >= 0, not {value}")
-        self._cache.max_bytes = int(value)
-
-    @property
-    def hits(self) -> int:
-        return self._cache.hits
-
-    @property
-    def misses(self) -> int:
-        return self._cache.misses
-
-    def __len__(self) -> int:
-        return len(self._cache)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the entries kept."""
-        return self._cache.nbytes
-
-    def get(self, key: bytes) -> StateEntry | None:
-        """The entry of a state digest (now the most recently used), or ``None``."""
-        return self._cache.get(key)
+        super().__init__(sys.maxsize, max_bytes=int(max_bytes), size_of=_entry_bytes)
 
     def put(self, key: bytes, entry: StateEntry) -> None:
         """Keep ``entry`` under ``key`` unless the key is present, then drop the least
         recently used entries until ``max_bytes`` holds."""
-        if key not in self._cache:
-            self._cache.put(key, entry)
-
-    def clear(self) -> None:
-        """Drop every entry (the hit and miss counts are kept)."""
-        self._cache.clear()
+        if key not in self:
+            super().put(key, entry)

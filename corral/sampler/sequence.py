@@ -112,12 +112,14 @@ class ASApSampler:
 
         temperature = float(self.temperature)
         key = (context, compiled.cache_key, temperature)
-        asap = ASAP_TRIES.get(key)
-        if asap is None:
+
+        def build() -> ASAp:
             asap = ASAp(lm.next_logits, compiled, key=prompt_key, temperature=temperature)
             if self.path is not None and Path(self.path).exists():
                 asap.load(self.path)
-            ASAP_TRIES.put(key, asap)
+            return asap
+
+        asap = ASAP_TRIES.get_or_build(key, build)
         asap.next_logits = lm.next_logits
         try:
             tokens = asap.sample(generator=generator, max_tokens=self.max_new_tokens)
