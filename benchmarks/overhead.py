@@ -43,7 +43,8 @@ def run_one(
 ) -> dict[str, Any]:
     import corral
     from corral.demo import SCHEMA
-    from corral.integrations.generate import GenerationStats, decode_steps, prompt_ids
+    from corral.integrations.generate import decode_steps, prompt_ids
+    from corral.sampler.decode import GenerationStats
 
     ids = prompt_ids(tok, prompt)
     matcher = None
@@ -85,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from corral.demo import PROMPT, TEXTS
-    from corral.integrations.generate import resolve_model, vocabulary_for
-    from corral.integrations.models import DEFAULT_MODEL
+    from corral.integrations.models import DEFAULT_MODEL, resolve_model
+    from corral.integrations.vocabularies import vocabulary_for
 
     model, tok = resolve_model(args.model or DEFAULT_MODEL)
     vocab = vocabulary_for(model, tok)

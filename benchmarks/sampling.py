@@ -99,8 +99,8 @@ def part_exact(seeds: int, smc_runs: int) -> dict[str, Any]:
 def part_model(model_path: str | None, max_new: int) -> dict[str, Any]:
     import corral
     from corral.demo import PROMPT, SCHEMA, TEXTS
-    from corral.integrations.generate import resolve_model, vocabulary_for
-    from corral.integrations.models import DEFAULT_MODEL
+    from corral.integrations.models import DEFAULT_MODEL, resolve_model
+    from corral.integrations.vocabularies import vocabulary_for
 
     model, tok = resolve_model(model_path or DEFAULT_MODEL)
     vocab = vocabulary_for(model, tok)

@@ -67,14 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     import corral
-    from corral.integrations.generate import (
-        GenerationStats,
-        decode_steps,
-        eos_ids_of,
-        prompt_ids,
-        resolve_model,
-    )
-    from corral.integrations.models import DEFAULT_MODEL
+    from corral.integrations.generate import decode_steps, prompt_ids
+    from corral.integrations.models import DEFAULT_MODEL, resolve_model
+    from corral.integrations.vocabularies import eos_ids_of
+    from corral.sampler.decode import GenerationStats
 
     t0 = time.perf_counter()
     model, tok = resolve_model(args.model or DEFAULT_MODEL)

@@ -13,13 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from support.sampling import chi_square_p
 from support.tiny_models import tiny_llama
 from support.tokenizers import load_tokenizer
 
 import corral
 from corral import IncompleteGenerationError, TokenizerError
-from corral.integrations.generate import decode_steps, vocabulary_for
+from corral.integrations.generate import decode_steps
 from corral.integrations.transformers import AWRSLogitsProcessor, GrammarLogitsProcessor
+from corral.integrations.vocabularies import vocabulary_for
 from corral.sampler.smc import smc
 from corral.testing import NGramLM, constrained_sequences, total_variation
 
@@ -359,25 +361,6 @@ def exact_token_distribution(model: BigramOnSupport, compiled: Any, last: int) -
 
     visit([], 0.0)
     return out
-
-
-def chi_square_p(counts: Counter, probs: dict) -> float:  # type: ignore[type-arg]
-    """p-value of Pearson's chi-square test of ``counts`` against ``probs`` (cells with an
-    expected count below 5 are pooled into one)."""
-    n = sum(counts.values())
-    assert set(counts) <= set(probs), "an output outside the exact distribution"
-    cells, pool_o, pool_e = [], 0.0, 0.0
-    for key, p in probs.items():
-        if n * p >= 5:
-            cells.append((counts.get(key, 0), n * p))
-        else:
-            pool_o, pool_e = pool_o + counts.get(key, 0), pool_e + n * p
-    if pool_e > 0:
-        cells.append((pool_o, pool_e))
-    stat = sum((o - e) ** 2 / e for o, e in cells)
-    dof = len(cells) - 1
-    x = torch.tensor([dof / 2, stat / 2], dtype=torch.float64)
-    return float(torch.special.gammaincc(x[0], x[1]))
 
 
 # ---------------------------------------------------------------------------------------

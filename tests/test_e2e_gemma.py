@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def gemma():  # type: ignore[no-untyped-def]
-    from corral.integrations.generate import resolve_model
+    from corral.integrations.models import resolve_model
 
     return resolve_model("gemma3-270m")
 

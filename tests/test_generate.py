@@ -121,7 +121,9 @@ def test_padded_vocab_and_several_eos() -> None:
                             seed=seed, details=True)  # fmt: skip
         assert all(t < len(tok) for t in r.token_ids)
         jsonschema.validate(r.value, PERSON)
-    vocab = corral.integrations.generate.vocabulary_for(model, tok)
+    from corral.integrations.vocabularies import vocabulary_for
+
+    vocab = vocabulary_for(model, tok)
     assert set(vocab.eos_token_ids) == {tok.eos_token_id, eot}
     assert vocab.size == len(tok) + 63
 

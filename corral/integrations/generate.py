@@ -27,41 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import IncompleteGenerationError
-from ..sampler.config import GenerationConfig, resolve_fast_forward
+from ..sampler.config import GenerationConfig
 from ..sampler.decode import GenerationStats
-from ..sampler.registry import EXACT_SAMPLERS, SAMPLERS
 from .constraint import compile_constraint
 from .models import resolve_model
 from .vocabularies import (
-    check_model_fits,
-    check_tokenizer,
-    eos_ids_of,
-    model_vocab_size,
-    token_id_set,
     vocabulary_for,
 )
 
-__all__ = [
-    "EXACT_SAMPLERS",
-    "SAMPLERS",
-    "Generation",
-    "GenerationConfig",
-    "GenerationStats",
-    "check_model_fits",
-    "check_tokenizer",
-    "compile_constraint",
-    "decode_steps",
-    "eos_ids_of",
-    "generate",
-    "model_next_logits",
-    "model_vocab_size",
-    "prompt_ids",
-    "resolve_fast_forward",
-    "resolve_model",
-    "stream",
-    "token_id_set",
-    "vocabulary_for",
-]
+__all__ = ["Generation", "decode_steps", "generate", "prompt_ids", "stream"]
 
 
 @dataclass
@@ -158,15 +132,6 @@ def _tokenize(tokenizer: Any) -> Callable[[bytes], list[int]]:
         return list(tokenizer.encode(text, add_special_tokens=False)) if tokenizer else []
 
     return tokenize
-
-
-def model_next_logits(model: Any, prompt: Sequence[int]) -> Callable[[Any], Any]:
-    """``next_logits(prefixes) -> float [N, V]`` for a causal LM after ``prompt``: one batched
-    forward pass over ``prompt + prefix`` per call (right padding; no KV cache). The
-    :class:`~corral.integrations.hf_lm.HFCausalLM` method as a function."""
-    from .hf_lm import HFCausalLM
-
-    return HFCausalLM(model, prompt).next_logits
 
 
 # ---------------------------------------------------------------------------------------
