@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 from support.tokenizers import load_tokenizer, load_vocab
+from support.words import accepts
 
 import corral
-from corral import CompiledGrammar, Compiler, Grammar
+from corral import Compiler, Grammar
 from corral.automata.compiler import PRECOMPUTE_MAX_STATES, default_cache
 from corral.errors import CacheWarning, EmptyLanguageError, GrammarError, UnsupportedFeatureError
 from corral.grammar import frontends
@@ -37,13 +38,6 @@ PHONE = r"[0-9]{3}-[0-9]{4}"
 @pytest.fixture(scope="module", params=["gpt2", "llama3"])
 def model(request: pytest.FixtureRequest) -> tuple[Any, corral.Vocabulary]:
     return load_tokenizer(request.param), load_vocab(request.param)
-
-
-def accepts(cg: CompiledGrammar, tok: Any, text: str) -> bool:
-    """Whether the matcher takes ``text`` (as the tokenizer splits it) and ends accepting."""
-    m = cg.matcher()
-    ids = tok.encode(text, add_special_tokens=False)
-    return all(m.try_consume(t) for t in ids) and m.is_accepting()
 
 
 # -- one compiler per vocabulary ------------------------------------------------------------

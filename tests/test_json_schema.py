@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.tokenizers import load_tokenizer, load_vocab
+from support.words import accepts
 
 import corral
 from corral import (
@@ -27,12 +28,6 @@ from corral.grammar.json_schema import ANNOTATION, EXACT, FINAL_CHECK
 @pytest.fixture(scope="module")
 def llama3():  # type: ignore[no-untyped-def]
     return load_tokenizer("llama3"), load_vocab("llama3")
-
-
-def accepts(compiled: corral.CompiledGrammar, tok, text: str) -> bool:  # type: ignore[no-untyped-def]
-    m = compiled.matcher()
-    ids = tok.encode(text, add_special_tokens=False)
-    return all(m.try_consume(t) for t in ids) and m.is_accepting()
 
 
 PERSON = {

@@ -7,12 +7,12 @@ import math
 
 import pytest
 import torch
+from support.sampling import toy_model_and_grammar
 
 import corral
 from corral.sampler.asap import ASAp
 from corral.sampler.smc import smc
 from corral.testing import (
-    NGramLM,
     asap_distribution,
     constrained_sequences,
     grammar_distribution,
@@ -21,16 +21,10 @@ from corral.testing import (
     total_variation,
 )
 
-TOKENS = ["0", "1", "00", "11", "10", "01", "</s>"]
-SKEWED = r"1[01]{4}|00000"  # 16 strings starting with 1, and 00000
-
 
 @pytest.fixture(scope="module")
 def toy():  # type: ignore[no-untyped-def]
-    lm = NGramLM(TOKENS, order=2, seed=3)
-    vocab = lm.vocabulary()
-    compiled = corral.compile(corral.Grammar.from_regex(SKEWED), vocab)
-    return lm, compiled
+    return toy_model_and_grammar()
 
 
 def test_masking_distorts_and_asap_converges(toy) -> None:  # type: ignore[no-untyped-def]

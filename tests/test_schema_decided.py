@@ -20,6 +20,7 @@ import jsonschema
 import numpy as np
 import pytest
 from support.tokenizers import load_tokenizer, load_vocab
+from support.words import accepts as accepted
 
 import corral
 from corral import EmptyLanguageError, explain
@@ -29,13 +30,6 @@ from corral.grammar.json_schema import EXACT, FINAL_CHECK
 @pytest.fixture(scope="module")
 def llama3():  # type: ignore[no-untyped-def]
     return load_tokenizer("llama3"), load_vocab("llama3")
-
-
-def accepted(compiled: corral.CompiledGrammar, tok: Any, text: str) -> bool:
-    m = compiled.matcher()
-    return all(m.try_consume(t) for t in tok.encode(text, add_special_tokens=False)) and (
-        m.is_accepting()
-    )
 
 
 def status(schema: Any, keyword: str) -> str:

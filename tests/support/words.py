@@ -170,6 +170,14 @@ def lark_accepts(text: str, word: str, start: str = "start") -> bool:
     return True
 
 
+def accepts(compiled: Any, tok: Any, text: str) -> bool:
+    """Whether a fresh matcher of ``compiled`` takes ``text`` as ``tok`` splits it (no special
+    tokens) and ends accepting."""
+    m = compiled.matcher()
+    ids = tok.encode(text, add_special_tokens=False)
+    return all(m.try_consume(t) for t in ids) and m.is_accepting()
+
+
 def mask_of(m: Any) -> np.ndarray:
     """The allowed next tokens of matcher ``m``: ``bool [V]``."""
     import corral
