@@ -6,8 +6,8 @@ bitmask (and of 3 consumes), which is robust to a machine shared with other work
 the distribution over positions (mean, p50, p99).
 
 Workloads (llama3 by default): ``--schemas`` MaskBench schemas, each compiled and replayed
-on its first valid instance, and ``--docs`` MaskBench instances under
-``tests/data/grammars/json.lark``.
+on its first valid instance, and the first valid instances of ``--docs`` other MaskBench
+files under ``tests/data/grammars/json.lark`` (cut at 800 tokens).
 
 Usage (from the repository root)::
 
@@ -61,9 +61,7 @@ def _documents(
             schemas.append((compiled, ids))
     lark = corral.compile((REPO_ROOT / "tests/data/grammars/json.lark").read_text(), vocab)
     docs: list[tuple[Any, list[int]]] = []
-    for f in files[100:]:
-        if len(docs) >= n_docs:
-            break
+    for f in files[100 : 100 + n_docs]:  # the valid instances among these files
         spec = json.loads(f.read_text(encoding="utf-8"))
         inst = next((t["data"] for t in spec.get("tests", []) if t.get("valid")), None)
         if inst is not None:
