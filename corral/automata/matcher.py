@@ -299,6 +299,8 @@ class Matcher:
             return b""
         allowed = np.zeros(256, np.int32)
         one = np.zeros(1, np.uint8)
+        byte = one.view()
+        byte.flags.writeable = False  # the type token bytes have: one compiled consume_bytes
         chart = self.chart
         saved = chart.n_sets
         forced = bytearray()
@@ -307,7 +309,7 @@ class Matcher:
                 if chart.run(earley.allowed_bytes, chart.n_sets, allowed) != 1:
                     break
                 one[0] = int(np.flatnonzero(allowed)[0])
-                n = chart.run(earley.consume_bytes, chart.n_sets, one, 0, 1)
+                n = chart.run(earley.consume_bytes, chart.n_sets, byte, 0, 1)
                 if n <= 0:  # pragma: no cover - the byte was just found allowed
                     break
                 chart.n_sets = n

@@ -294,14 +294,26 @@ def init_chart(gt, lex_trans, P, L, S, stamp, sorig, ctx):  # type: ignore[no-un
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
-    """Build completion set ``k`` from set ``j``'s accepting lexeme items that end now.
+def _any_end(gt, lex_trans, L, S, j, cls, g_only):  # type: ignore[no-untyped-def]
+    """Whether some lexeme item of set ``j`` ends before byte class ``cls`` (see
+    ``end_lexemes``). The common answer is no: this check is inlined where bytes are read,
+    the rest of ``end_lexemes`` is not (one compiled copy serves every caller)."""
+    lex_accept = gt[H_LEX_ACCEPT]
+    for idx in range(S[j, S_L], S[j + 1, S_L]):
+        g = L[idx, L_STATE]
+        if g_only >= 0:
+            if g == g_only:
+                return True
+        elif gt[lex_accept + g] != 0 and (cls < 0 or lex_trans[g, cls] < 0):
+            return True
+    return False
 
-    A lexeme ends if its state accepts and it cannot read byte class ``cls`` (``cls < 0``:
-    the text ends). With ``g_only >= 0``, exactly the items in lexer state ``g_only`` end,
-    whatever their state (the caller has read on to where that lexeme accepts).
-    Returns ``k + 1``, 0 (nothing ends, or the completion leads nowhere) or an error.
-    """
+
+@njit(cache=True, nogil=True, inline="always")
+def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
+    """``end_lexemes`` inlined, for the hot call sites (a lexeme ending before a byte, in
+    masks). Each inlined copy of the closure costs seconds of first compilation: other
+    call sites use ``_end_lexemes_rare``."""
     lex_accept = gt[H_LEX_ACCEPT]
     lex_term = gt[H_LEX_TERM]
     any_end = False
@@ -330,9 +342,38 @@ def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only): 
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _end_lexemes_rare(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
+    """``end_lexemes`` with its common early exit (nothing ends) inlined and the rest
+    called (one compiled copy serves every such call site)."""
+    if not _any_end(gt, lex_trans, L, S, j, cls, g_only):
+        return 0
+    # np.int64: literal arguments (-1) would compile one copy per constant
+    return end_lexemes(
+        gt,
+        lex_trans,
+        P,
+        L,
+        S,
+        stamp,
+        sorig,
+        ctx,
+        np.int64(j),
+        np.int64(k),
+        np.int64(cls),
+        np.int64(g_only),
+    )
+
+
 @njit(cache=True, nogil=True)
 def end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
-    """Callable form of ``_end_lexemes`` (see there)."""
+    """Build completion set ``k`` from set ``j``'s accepting lexeme items that end now.
+
+    A lexeme ends if its state accepts and it cannot read byte class ``cls`` (``cls < 0``:
+    the text ends). With ``g_only >= 0``, exactly the items in lexer state ``g_only`` end,
+    whatever their state (the caller has read on to where that lexeme accepts).
+    Returns ``k + 1``, 0 (nothing ends, or the completion leads nowhere) or an error.
+    """
     return _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only)
 
 
@@ -386,7 +427,7 @@ def seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0):  # type: ig
             acc = 1
             break
     if acc:
-        e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, b + 1, -1, -1)
+        e = _end_lexemes_rare(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, b + 1, -1, -1)
         if e < 0:
             return e
         acc = 1 if e > 0 and S[b + 1, S_ACCEPT] != 0 else 0
@@ -438,7 +479,7 @@ def consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, g):  # ty
     is not allowed here, or an error.
     """
     j = n_sets - 1
-    e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, n_sets, -1, -1)
+    e = _end_lexemes_rare(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, n_sets, -1, -1)
     if e < 0:
         return e
     k = n_sets + 1 if e > 0 else n_sets

@@ -30,7 +30,7 @@ from numba import njit
 from .earley import (
     _add_l,
     _begin,
-    _end_lexemes,
+    _end_lexemes_rare,
     _seal,
     consume_special,
     scan_byte,
@@ -103,7 +103,7 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
         if nxt + 2 >= S.shape[0]:
             return ERR_S
         ctx[C_CLASSIFY] *= 2  # classify this completion set if classes are on
-        e = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, nxt, c, -1)
+        e = _end_lexemes_rare(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, nxt, c, -1)
         ctx[C_CLASSIFY] //= 2
         if e < 0:
             return e

@@ -1092,7 +1092,9 @@ def fill_mask(  # type: ignore[no-untyped-def]
                 out[sp >> 5] |= np.uint32(1 << (sp & 31))
     # special tokens that may follow once the pending lexemes end
     if gt[H_N_SPECIAL] > 0:
-        r = end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, n_sets, -1, -1)
+        r = end_lexemes(
+            gt, lex_trans, P, L, S, stamp, sorig, ctx, j, n_sets, np.int64(-1), np.int64(-1)
+        )
         if r < 0:
             return r
         if r > 0:
