@@ -1,4 +1,8 @@
-"""The ``corral`` command: ``corral demo`` and ``corral extract``.
+"""The ``corral`` command: ``corral demo``, ``corral extract`` and ``corral warmup``.
+
+``corral warmup`` compiles the Numba kernels into their on-disk cache (see
+:mod:`corral.warmup`): run it once after installing, so that the first process to
+constrain a model does not pay the compilation.
 
 ``corral extract --model PATH --schema schema.json --input docs.jsonl --output out.jsonl``
 (``--engine vllm`` runs the documents through vLLM's engine, ``--engine-arg NAME=VALUE``
@@ -61,9 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a vllm.LLM argument (VALUE read as JSON, else as text), e.g. "
         "tensor_parallel_size=2; repeatable; --engine vllm only",
     )
+    wu = sub.add_parser(
+        "warmup",
+        help="compile the Numba kernels into their on-disk cache now (run once after install)",
+    )
+    wu.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
+        if args.command == "warmup":
+            return run_warmup(quiet=args.quiet)
         if args.command == "demo":
             from ..demo import main as demo_main
 
@@ -75,6 +86,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CorralError, OSError, ValueError, TypeError) as e:
         print(f"corral: error: {e}", file=sys.stderr)
         return 2
+
+
+def run_warmup(*, quiet: bool = False, stderr: TextIO | None = None) -> int:
+    """``corral warmup``: :func:`corral.warmup.warmup` with a progress bar on ``stderr``."""
+    import time
+
+    from ..warmup import warmup
+
+    err = sys.stderr if stderr is None else stderr
+    t0 = time.perf_counter()
+
+    def progress(done: int, total: int, name: str) -> None:
+        if quiet:
+            return
+        bar = "#" * (20 * done // total)
+        what = f"compiling: {name}" if name else "done"
+        err.write(f"\r[{bar:<20}] {done}/{total} {time.perf_counter() - t0:6.1f} s  {what:<45}")
+        if not name:
+            err.write("\n")
+        err.flush()
+
+    steps = warmup(progress)
+    total = sum(s.seconds for s in steps)
+    if not quiet:
+        slowest = max(steps, key=lambda s: s.seconds)
+        err.write(
+            f"corral warmup: kernels compiled and cached in {total:.1f} s "
+            f"(slowest step: {slowest.name}, {slowest.seconds:.1f} s)\n"
+        )
+    return 0
 
 
 def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:

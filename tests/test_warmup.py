@@ -1,0 +1,118 @@
+"""``corral warmup`` leaves nothing for real use to compile.
+
+From an empty Numba cache (a fresh ``NUMBA_CACHE_DIR``), ``python -m corral warmup`` runs;
+then a second process does what users do (a real tokenizer, a JSON Schema, the Lark JSON
+grammar, a regex, masks, consumes, fast-forward, batched masks on torch logits, completion
+checks) and every corral kernel it calls must come from the cache: Numba counts a cache
+miss for each signature it had to compile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.tokenizers import tokenizer_path
+
+TESTS = Path(__file__).resolve().parent
+
+WORKLOAD = r"""
+import gc, json, sys
+import numpy as np, torch
+import corral
+from corral.automata.completion import MASK, CompletionChecker
+from transformers import AutoTokenizer
+
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+vocab = corral.Vocabulary.from_hf(tok)
+compiler = corral.Compiler(vocab)
+schema = {"type": "object", "properties": {"id": {"type": "integer"},
+          "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}},
+          "kind": {"const": "user"}}, "required": ["id", "kind"]}
+lark = open(sys.argv[2]).read()
+docs = [(compiler.json_schema(schema), '{"id": 7, "tags": ["ab"], "kind": "user"}'),
+        (compiler.lark(lark), '{"a": [1, 2.5e3, null, "x\\u00e9"]}'),
+        (compiler.regex(r"\d{3}-\d{4}"), "555-1234")]
+mask = corral.allocate_bitmask(2, vocab.size)
+for compiled, text in docs:
+    m = compiled.matcher()
+    for t in tok.encode(text, add_special_tokens=False):
+        m.fill_bitmask(mask, 0)
+        m.forced_tokens()
+        m.consume(t)
+    assert m.is_accepting()
+    f = m.fork(); f.rollback(2); f.fill_bitmask(mask, 1)
+    corral.fill_next_token_bitmasks([m, f], mask)
+    logits = torch.zeros(2, vocab.size)
+    corral.apply_token_bitmask_inplace(logits, mask, vocab.size)
+    m.consume(vocab.eos_token_ids[0])
+checker = CompletionChecker(compiler.json_schema(schema, final_check=False))
+ids = tok.encode('{"id": 7, "kind": "user"}', add_special_tokens=False)
+slots = [ids[0]] + [MASK] * 6 + ids[3:] + [MASK] * 3
+checker.check(slots)
+checker.allowed_at(slots, 1)
+
+from numba.core.registry import CPUDispatcher
+misses = {}
+for o in gc.get_objects():
+    if isinstance(o, CPUDispatcher) and o.py_func.__module__.startswith("corral"):
+        n = sum(o._cache_misses.values())
+        if n:
+            name = o.py_func.__module__ + "." + o.py_func.__name__
+            misses[name] = [str(s) for s in o._cache_misses]
+print(json.dumps(misses))
+"""
+
+
+def _env(cache: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["NUMBA_CACHE_DIR"] = str(cache)
+    env["HF_HUB_OFFLINE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent), env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_warmup_leaves_nothing_to_compile(tmp_path: Path) -> None:
+    path = tokenizer_path("gpt2")
+    if path is None:
+        pytest.skip("tokenizer 'gpt2' unavailable (see tests/support/tokenizers.py)")
+    cache = tmp_path / "numba-cache"
+    warm = subprocess.run(
+        [sys.executable, "-m", "corral", "warmup"],
+        env=_env(cache),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert warm.returncode == 0, warm.stderr
+    assert "kernels compiled and cached" in warm.stderr
+    assert any(cache.rglob("*.nbi")), "warmup wrote no Numba cache index"
+    run = subprocess.run(
+        [sys.executable, "-c", WORKLOAD, str(path), str(TESTS / "data/grammars/json.lark")],
+        env=_env(cache),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    misses = json.loads(run.stdout.strip().splitlines()[-1])
+    assert misses == {}, f"compiled after warmup (not cached by it): {misses}"
+
+
+def test_warmup_cli_quiet_and_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    """In this (already warm) process: the command runs every step and ``--quiet`` prints
+    nothing."""
+    from corral.integrations.cli import main
+    from corral.warmup import STEPS, warmup
+
+    assert main(["warmup", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    seen: list[tuple[int, int, str]] = []
+    steps = warmup(lambda done, total, name: seen.append((done, total, name)))
+    assert [s.name for s in steps] == list(STEPS)
+    assert seen[-1] == (len(STEPS), len(STEPS), "")
+    assert [name for _, _, name in seen[:-1]] == list(STEPS)
