@@ -178,7 +178,9 @@ PROBE_TEXTS = (
 )
 
 
-def check_roundtrip(tokenizer: Any, token_bytes: list[bytes]) -> None:
+def check_roundtrip(
+    tokenizer: Any, token_bytes: list[bytes], info: TokenizerBytes | None = None
+) -> None:
     """Encode probe texts with ``tokenizer`` and check the tokens' bytes spell them exactly.
 
     A leading space added by the tokenizer (SentencePiece's dummy prefix) is allowed; a
@@ -186,9 +188,11 @@ def check_roundtrip(tokenizer: Any, token_bytes: list[bytes]) -> None:
     bytes) is skipped. WordPiece encodings are compared without spaces, with the
     tokenizer's normalised text.
     Raises :class:`TokenizerError` when the bytes disagree: corral would otherwise constrain
-    the wrong strings.
+    the wrong strings. ``info``: ``extract(tokenizer)`` when the caller has it (reading it
+    again parses the tokenizer's JSON again).
     """
-    info = extract(tokenizer)
+    if info is None:
+        info = extract(tokenizer)
     checked = 0
     for text in PROBE_TEXTS:
         ids = tokenizer.encode(text, add_special_tokens=False)

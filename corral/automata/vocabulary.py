@@ -253,7 +253,7 @@ class Vocabulary:
         if eos is None:
             eos = [] if info.eos_token_id is None else [info.eos_token_id]
         if check:
-            check_roundtrip(tokenizer, info.token_bytes)
+            check_roundtrip(tokenizer, info.token_bytes, info)
         return cls(
             info.token_bytes,
             eos_token_ids=eos,
