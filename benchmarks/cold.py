@@ -13,6 +13,10 @@ prints one JSON line with, in this order, for a process that has not touched the
 * ``first_doc_ms``: masks and consumes of the first valid JSON example of ``examples.json``;
 * ``second_compile_ms``: compiling the same grammar again in the same, now warm, process.
 
+With ``--schema FILE`` (a JSON file ``{"schema": ..., "instance": ...}``) the constraint is
+that JSON Schema (compiled as ``benchmarks/schemas.py`` does) and the document its instance,
+serialised compactly.
+
 The tokenizer is loaded (``transformers`` imported) before any of this, untimed.
 """
 
@@ -30,6 +34,7 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 
 def main() -> None:
@@ -39,6 +44,7 @@ def main() -> None:
     ap.add_argument("--tokenizer-path", required=True)
     ap.add_argument("--vocab-size", type=int, required=True)
     ap.add_argument("--eos-id", type=int, required=True)
+    ap.add_argument("--schema", type=Path, default=None, help="JSON Schema workload (see above)")
     args = ap.parse_args()
 
     t = time.perf_counter()
@@ -51,11 +57,25 @@ def main() -> None:
     from engines import ENGINES
     from workloads import GRAMMAR_DIR, read_grammar
 
-    cls = ENGINES[args.engine]
-    lark_text = read_grammar("json")
-    examples = json.loads((GRAMMAR_DIR / "examples.json").read_text(encoding="utf-8"))
-    doc = examples["json"]["valid"][0]
+    if args.schema is None:
+        cls = ENGINES[args.engine]
+        lark_text = read_grammar("json")
+        examples = json.loads((GRAMMAR_DIR / "examples.json").read_text(encoding="utf-8"))
+        doc = examples["json"]["valid"][0]
+    else:
+        from schemas import SCHEMA_ENGINES
+
+        cls = SCHEMA_ENGINES[args.engine]
+        spec = json.loads(args.schema.read_text(encoding="utf-8"))
+        lark_text = json.dumps(spec["schema"])
+        doc = json.dumps(spec["instance"], separators=(",", ":"))
     tokens = [int(x) for x in tokenizer.encode(doc, add_special_tokens=False)]
+
+    def compile_it() -> Any:
+        if args.schema is None:
+            return engine.compile(lark_text, "json")
+        handle = engine.compile_schema(lark_text, 600.0)
+        return lambda: engine.new_matcher(handle)
 
     pc = time.perf_counter_ns
     t_start = pc()
@@ -63,7 +83,7 @@ def main() -> None:
     t_import = pc()
     engine = cls(tokenizer, args.vocab_size, args.eos_id)
     t_setup = pc()
-    factory = engine.compile(lark_text, "json")
+    factory = compile_it()
     t_compile = pc()
     matcher = factory()
     bitmask = engine.new_bitmask()
@@ -82,7 +102,7 @@ def main() -> None:
     t_doc = pc() - t_doc0
     t_end = pc()
     t1 = pc()
-    engine.compile(lark_text, "json")
+    compile_it()
     second_compile = pc() - t1
 
     print(

@@ -1,0 +1,172 @@
+"""First use in a fresh process, side by side: corral (empty Numba cache, after ``corral
+warmup``, and a second process) against llguidance and XGrammar.
+
+Usage (from the repository root)::
+
+    python benchmarks/cold_start.py --tokenizer llama3 [--engines corral,llguidance,xgrammar]
+
+Each measurement is one fresh Python process (``benchmarks/cold.py --schema``): load the
+tokenizer (untimed), import the engine, build its tokenizer tables, compile a small JSON
+Schema (:data:`SCHEMA`), fill the first mask, then mask and consume its instance token by
+token (the first document). corral's Numba cache is a fresh ``NUMBA_CACHE_DIR`` per
+scenario, so a checkout's own ``__pycache__`` never helps:
+
+* ``corral, empty cache``: nothing compiled (a fresh install, a new container image);
+* ``corral, after warmup``: ``python -m corral warmup`` ran first in another process (its
+  own duration is reported beside);
+* ``corral, second process``: the cache the empty-cache process filled.
+
+The peers have no JIT: one fresh process each. "to first mask" is import + tokenizer
+tables + compile + first mask, what a new process waits before its first constrained
+token. Prints a Markdown table and writes the JSON to ``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+SHARED = REPO_ROOT.parent / "shared"
+
+#: A small JSON Schema (a person record) and a valid instance.
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer", "minimum": 0},
+        "email": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+INSTANCE = {"name": "Ada Lovelace", "age": 36, "email": "ada@example.org", "tags": ["math"]}
+
+
+def _worker(
+    engine: str, tokenizer: Path, vocab_size: int, eos: int, schema: Path, cache: Path
+) -> dict[str, Any]:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    cmd = [
+        sys.executable,
+        str(BENCH_DIR / "cold.py"),
+        "--engine",
+        engine,
+        "--tokenizer-path",
+        str(tokenizer),
+        "--vocab-size",
+        str(vocab_size),
+        "--eos-id",
+        str(eos),
+        "--schema",
+        str(schema),
+    ]
+    t = time.perf_counter()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - t
+    if out.returncode != 0:
+        raise SystemExit(f"{engine}: cold.py failed:\n{out.stderr[-3000:]}")
+    row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    row["process_wall_s"] = wall
+    row["to_first_mask_ms"] = (
+        row["import_ms"] + row["setup_ms"] + row["compile_ms"] + row["first_mask_us"] / 1e3
+    )
+    return row
+
+
+def _warmup(cache: Path) -> float:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    t = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "corral", "warmup", "--quiet"], env=env, check=True, timeout=3600
+    )
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    """Run the scenarios; print the table; write the JSON."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--tokenizer", default="llama3", help="name under ../shared/tokenizers")
+    ap.add_argument("--engines", default="corral,llguidance,xgrammar")
+    ap.add_argument("--out", type=Path, default=BENCH_DIR / "results")
+    args = ap.parse_args()
+
+    from transformers import AutoTokenizer
+
+    tok_path = SHARED / "tokenizers" / args.tokenizer
+    tok = AutoTokenizer.from_pretrained(str(tok_path))
+    vocab_size = len(tok)
+    eos = int(tok.eos_token_id)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        schema = Path(tmp) / "schema.json"
+        schema.write_text(json.dumps({"schema": SCHEMA, "instance": INSTANCE}))
+        for engine in args.engines.split(","):
+            if engine != "corral":
+                row = _worker(engine, tok_path, vocab_size, eos, schema, Path(tmp) / "none")
+                rows.append({"scenario": engine, **row})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
+            cache = Path(tmp) / "numba-empty"
+            rows.append(
+                {
+                    "scenario": "corral, empty cache",
+                    **_worker(engine, tok_path, vocab_size, eos, schema, cache),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+            warm = Path(tmp) / "numba-warmup"
+            warm_s = _warmup(warm)
+            rows.append(
+                {
+                    "scenario": "corral, after warmup",
+                    "warmup_s": warm_s,
+                    **_worker(engine, tok_path, vocab_size, eos, schema, warm),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+            rows.append(
+                {
+                    "scenario": "corral, second process",
+                    **_worker(engine, tok_path, vocab_size, eos, schema, cache),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+
+    print()
+    print(f"Cold start, {args.tokenizer} ({vocab_size:,} tokens), one fresh process per row")
+    print()
+    print(
+        "| engine, scenario | import ms | tokenizer tables ms | compile ms | first mask ms "
+        "| to first mask s | first document ms (tokens) |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|")
+    for r in rows:
+        name = r["scenario"] + (
+            f" ({r['warmup_s']:.0f} s warmup before)" if "warmup_s" in r else ""
+        )
+        print(
+            f"| {name} | {r['import_ms']:,.0f} | {r['setup_ms']:,.0f} | {r['compile_ms']:,.0f} "
+            f"| {r['first_mask_us'] / 1e3:,.1f} | {r['to_first_mask_ms'] / 1e3:,.2f} "
+            f"| {r['first_doc_ms']:,.0f} ({r['first_doc_tokens']}) |"
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%dT%H%M%S")
+    path = args.out / f"cold-start-{args.tokenizer}-{stamp}.json"
+    path.write_text(json.dumps({"tokenizer": args.tokenizer, "rows": rows}, indent=1))
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
