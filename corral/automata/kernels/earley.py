@@ -10,7 +10,7 @@ to two sets:
 * the **byte set**: every lexeme item of the current set and of that completion set that
   can read the byte, advanced by it. Byte sets hold lexeme items only. A lexeme whose
   terminal forbids it to end before the byte it cannot read reaches the trap state
-  (``tables.H_TRAP``) instead: it is dropped like one that dies.
+  (``layout.H_TRAP``) instead: it is dropped like one that dies.
 
 Chart layout (owned by one ``corral.automata.chart.Chart``; columns and slots are named
 in ``kernels/layout.py``):
@@ -294,26 +294,11 @@ def init_chart(gt, lex_trans, P, L, S, stamp, sorig, ctx):  # type: ignore[no-un
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _any_end(gt, lex_trans, L, S, j, cls, g_only):  # type: ignore[no-untyped-def]
-    """Whether some lexeme item of set ``j`` ends before byte class ``cls`` (see
-    ``end_lexemes``). The common answer is no: this check is inlined where bytes are read,
-    the rest of ``end_lexemes`` is not (one compiled copy serves every caller)."""
-    lex_accept = gt[H_LEX_ACCEPT]
-    for idx in range(S[j, S_L], S[j + 1, S_L]):
-        g = L[idx, L_STATE]
-        if g_only >= 0:
-            if g == g_only:
-                return True
-        elif gt[lex_accept + g] != 0 and (cls < 0 or lex_trans[g, cls] < 0):
-            return True
-    return False
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
     """``end_lexemes`` inlined, for the hot call sites (a lexeme ending before a byte, in
-    masks). Each inlined copy of the closure costs seconds of first compilation: other
-    call sites use ``_end_lexemes_rare``."""
+    masks). Each inlined copy of the closure costs seconds of first compilation: rarer
+    call sites call ``end_lexemes``, with ``np.int64`` arguments (a literal argument
+    compiles one copy of it per constant)."""
     lex_accept = gt[H_LEX_ACCEPT]
     lex_term = gt[H_LEX_TERM]
     any_end = False
@@ -340,29 +325,6 @@ def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only): 
         if ends:
             _complete_terminal(gt, P, L, S, stamp, sorig, ctx, gt[lex_term + g], L[idx, L_ORIGIN])
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _end_lexemes_rare(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
-    """``end_lexemes`` with its common early exit (nothing ends) inlined and the rest
-    called (one compiled copy serves every such call site)."""
-    if not _any_end(gt, lex_trans, L, S, j, cls, g_only):
-        return 0
-    # np.int64: literal arguments (-1) would compile one copy per constant
-    return end_lexemes(
-        gt,
-        lex_trans,
-        P,
-        L,
-        S,
-        stamp,
-        sorig,
-        ctx,
-        np.int64(j),
-        np.int64(k),
-        np.int64(cls),
-        np.int64(g_only),
-    )
 
 
 @njit(cache=True, nogil=True)
@@ -427,7 +389,11 @@ def seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0):  # type: ig
             acc = 1
             break
     if acc:
-        e = _end_lexemes_rare(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, b + 1, -1, -1)
+        # (the loop above is the early exit: a lexeme of the set accepts)
+        m1 = np.int64(-1)
+        e = end_lexemes(
+            gt, lex_trans, P, L, S, stamp, sorig, ctx, np.int64(b), np.int64(b + 1), m1, m1
+        )
         if e < 0:
             return e
         acc = 1 if e > 0 and S[b + 1, S_ACCEPT] != 0 else 0
@@ -479,7 +445,10 @@ def consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, g):  # ty
     is not allowed here, or an error.
     """
     j = n_sets - 1
-    e = _end_lexemes_rare(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, n_sets, -1, -1)
+    m1 = np.int64(-1)
+    e = end_lexemes(
+        gt, lex_trans, P, L, S, stamp, sorig, ctx, np.int64(j), np.int64(n_sets), m1, m1
+    )
     if e < 0:
         return e
     k = n_sets + 1 if e > 0 else n_sets

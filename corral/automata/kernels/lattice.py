@@ -30,9 +30,9 @@ from numba import njit
 from .earley import (
     _add_l,
     _begin,
-    _end_lexemes_rare,
     _seal,
     consume_special,
+    end_lexemes,
     scan_byte,
     seal_byte_set,
 )
@@ -103,7 +103,8 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
         if nxt + 2 >= S.shape[0]:
             return ERR_S
         ctx[C_CLASSIFY] *= 2  # classify this completion set if classes are on
-        e = _end_lexemes_rare(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, nxt, c, -1)
+        j64, nxt64, c64, m1 = np.int64(j), np.int64(nxt), np.int64(c), np.int64(-1)
+        e = end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j64, nxt64, c64, m1)
         ctx[C_CLASSIFY] //= 2
         if e < 0:
             return e

@@ -56,7 +56,7 @@ ITEM_COLS = 4
 # S: int64 [capS, 4] per set: first row in P, first row in L, accepting, structural hash
 S_P, S_L, S_ACCEPT, S_HASH = 0, 1, 2, 3
 SET_COLS = 4
-# ctx: int64 [12] cursors of the set being built, and counters kept for callers
+# ctx: int64 [CTX_LEN] cursors of the set being built, and counters kept for callers
 C_PC = 0  # parser cursor
 C_LC = 1  # lexeme cursor
 C_SERIAL = 2  # a new value per set
