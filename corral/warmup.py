@@ -22,17 +22,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .automata import CompiledGrammar, Vocabulary
 
-#: Each step's name, in order (see :func:`warmup`).
-STEPS = (
-    "vocabulary and token trie",
-    "JSON Schema",
-    "masks and consumes",
-    "Lark grammar",
-    "regular expression",
-    "batched masks and logits",
-    "completion checks (diffusion)",
-)
-
 
 @dataclass(frozen=True)
 class WarmupStep:
@@ -49,8 +38,8 @@ next one named) and once at the end (``done == total``, ``name == ""``)."""
 
 def _vocabulary() -> Vocabulary:
     """A small vocabulary shaped like a real one: every single byte, multi-byte words and
-    punctuation runs, a UTF-8 character, an empty token, an EOS and a control token, and
-    padding ids (the logits width rounded up)."""
+    punctuation runs, UTF-8 characters and a UTF-8 prefix, an empty token, an EOS and a
+    control token, and padding ids (a logits width past the tokens)."""
     from .automata import Vocabulary
 
     words = [
@@ -117,36 +106,22 @@ def _drive(compiled: CompiledGrammar, text: bytes) -> None:
     m.consume(vocab.eos_token_ids[0])
 
 
-def warmup(progress: Progress | None = None) -> list[WarmupStep]:
-    """Compile (or load from Numba's cache) every corral kernel; returns the steps' times.
+State = dict[str, Any]
+"""What the steps hand on to each other: the vocabulary, the compiler, compiled grammars."""
 
-    Steps: the vocabulary's trie; a JSON Schema compile (token caches, state signatures,
-    continuation classes); masks, consumes and forced tokens on it; a Lark grammar with
-    ignored whitespace and a special token; a regular expression (token-level DFA);
-    batched masks and masking float32 logits; completion checks of partly filled slots
-    (diffusion). Raises ``RuntimeError`` if a step does not behave as expected.
-    """
-    import numpy as np
 
-    from .automata import (
-        allocate_bitmask,
-        apply_token_bitmask_inplace,
-        fill_next_token_bitmasks,
-    )
+def _step_vocabulary(state: State) -> None:
+    state["vocab"] = _vocabulary()
+    _ = state["vocab"].trie
+
+
+def _step_json_schema(state: State) -> None:
     from .automata.compiler import Compiler
-    from .automata.completion import MASK, MASK_OPT, CompletionChecker, completion_checker
 
-    done: list[WarmupStep] = []
-    state: dict[str, Any] = {}
-
-    def vocabulary() -> None:
-        vocab = _vocabulary()
-        _ = vocab.trie
-        state["vocab"] = vocab
-
-    def json_schema() -> None:
-        compiler = Compiler(state["vocab"])
-        schema = {
+    state["compiler"] = Compiler(state["vocab"])
+    # final_check=False: the completion checks below need it, and the check is Python
+    state["schema"] = state["compiler"].json_schema(
+        {
             "type": "object",
             "properties": {
                 "name": {"type": "string", "maxLength": 20},
@@ -156,77 +131,99 @@ def warmup(progress: Progress | None = None) -> list[WarmupStep]:
                 "ok": {"type": "boolean"},
             },
             "required": ["name"],
-        }
-        state["compiler"] = compiler
-        state["schema_spec"] = schema
-        state["schema"] = compiler.json_schema(schema)
+        },
+        final_check=False,
+    )
 
-    def masks() -> None:
-        _drive(
-            state["schema"], b'{"name": "\xc3\xa9 x", "age": 12, "score": 3.5e-2, "tags": ["a"]}'
-        )
-        m = state["schema"].matcher()
-        m.consume_bytes(b'{"ok": true')
-        m.forced_bytes()
 
-    def lark() -> None:
-        grammar = r"""
-            start: query (SEP query)*
-            query: "SELECT" NAME (","  NAME)* " FROM" NAME
-            NAME: /[a-z_][a-z0-9_]*/
-            SEP: "<sep>"
-            %import common.WS
-            %ignore WS
-        """
-        compiled = state["compiler"].lark(grammar)
-        state["lark"] = compiled
-        _drive(compiled, b"SELECT name, age FROM t")
+def _step_masks(state: State) -> None:
+    _drive(state["schema"], b'{"name": "\xc3\xa9 x", "age": 12, "score": 3.5e-2, "tags": ["a"]}')
+    if not state["schema"].matcher().consume_bytes(b'{"name": "a", "ok": true'):
+        raise RuntimeError("warmup: the JSON Schema rejected its text")
 
-    def regex() -> None:
-        compiled = state["compiler"].regex(r"[0-9]{1,4}(\.[0-9]+)?")
-        state["regex"] = compiled
-        _drive(compiled, b"12.5")
-        checker = completion_checker(compiled)  # the token-level DFA's exact check
-        checker.check([ord("1"), MASK, MASK_OPT])
 
-    def batched() -> None:
-        vocab = state["vocab"]
-        ms = [state["schema"].matcher(), None, state["lark"].matcher()]
-        mask = allocate_bitmask(len(ms), vocab.size)
-        fill_next_token_bitmasks(ms, mask, num_threads=1)
-        logits = np.zeros((len(ms), vocab.size), np.float32)
-        apply_token_bitmask_inplace(logits, mask, vocab.size)
+def _step_lark(state: State) -> None:
+    grammar = r"""
+        start: query (SEP query)*
+        query: "SELECT" NAME (","  NAME)* " FROM" NAME
+        NAME: /[a-z_][a-z0-9_]*/
+        SEP: "<sep>"
+        %import common.WS
+        %ignore WS
+    """
+    state["lark"] = state["compiler"].lark(grammar)
+    _drive(state["lark"], b"SELECT name, age FROM t")
 
-    def completion() -> None:
-        vocab = state["vocab"]
-        ids = {vocab.token_bytes(t): t for t in range(vocab.tokenizer_size)}
-        schema = state["compiler"].json_schema(state["schema_spec"], final_check=False)
-        cases = (
-            (schema, [ids[b'{"'], MASK, MASK, MASK, MASK, ids[b'":'], MASK, MASK_OPT]),
-            (state["lark"], [ids[b"SELECT"], MASK, MASK, ids[b" FROM"], MASK, ids[b"<sep>"], MASK]),
-        )
-        for compiled, slots in cases:
-            checker = CompletionChecker(compiled)
-            checker.check(slots)
-            checker.allowed_at(slots, 1)
 
-    steps: list[Callable[[], None]] = [
-        vocabulary,
-        json_schema,
-        masks,
-        lark,
-        regex,
-        batched,
-        completion,
-    ]
-    for i, (name, step) in enumerate(zip(STEPS, steps, strict=True)):
+def _step_regex(state: State) -> None:
+    from .automata.completion import MASK, MASK_OPT, completion_checker
+
+    compiled = state["compiler"].regex(r"[0-9]{1,4}(\.[0-9]+)?")
+    _drive(compiled, b"12.5")
+    completion_checker(compiled).check([ord("1"), MASK, MASK_OPT])  # the token-level DFA
+
+
+def _step_batched(state: State) -> None:
+    import numpy as np
+
+    from .automata import allocate_bitmask, apply_token_bitmask_inplace, fill_next_token_bitmasks
+
+    vocab = state["vocab"]
+    ms = [state["schema"].matcher(), None, state["lark"].matcher()]
+    mask = allocate_bitmask(len(ms), vocab.size)
+    fill_next_token_bitmasks(ms, mask, num_threads=1)
+    logits = np.zeros((len(ms), vocab.size), np.float32)
+    apply_token_bitmask_inplace(logits, mask, vocab.size)
+
+
+def _step_completion(state: State) -> None:
+    from .automata.completion import MASK, MASK_OPT, CompletionChecker
+
+    vocab = state["vocab"]
+    ids = {vocab.token_bytes(t): t for t in range(vocab.tokenizer_size)}
+    cases = (
+        (state["schema"], [ids[b'{"'], MASK, MASK, MASK, MASK, ids[b'":'], MASK, MASK_OPT]),
+        (state["lark"], [ids[b"SELECT"], MASK, MASK, ids[b" FROM"], MASK, ids[b"<sep>"], MASK]),
+    )
+    for compiled, slots in cases:
+        checker = CompletionChecker(compiled)
+        checker.check(slots)
+        checker.allowed_at(slots, 1)
+
+
+_STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (
+    ("vocabulary and token trie", _step_vocabulary),
+    ("JSON Schema", _step_json_schema),
+    ("masks and consumes", _step_masks),
+    ("Lark grammar", _step_lark),
+    ("regular expression", _step_regex),
+    ("batched masks and logits", _step_batched),
+    ("completion checks (diffusion)", _step_completion),
+)
+
+#: Each step's name, in order (see :func:`warmup`).
+STEPS = tuple(name for name, _ in _STEPS)
+
+
+def warmup(progress: Progress | None = None) -> list[WarmupStep]:
+    """Compile (or load from Numba's cache) every corral kernel; returns the steps' times.
+
+    Steps: the vocabulary's trie; a JSON Schema compile (token caches, state signatures,
+    continuation classes); masks, consumes and forced tokens on it; a Lark grammar with
+    ignored whitespace and a special token; a regular expression (token-level DFA);
+    batched masks and masking float32 logits; completion checks of partly filled slots
+    (diffusion). Raises ``RuntimeError`` if a constraint rejects its built-in text.
+    """
+    done: list[WarmupStep] = []
+    state: State = {}
+    for i, (name, step) in enumerate(_STEPS):
         if progress is not None:
-            progress(i, len(STEPS), name)
+            progress(i, len(_STEPS), name)
         t = time.perf_counter()
-        step()
+        step(state)
         done.append(WarmupStep(name, time.perf_counter() - t))
     if progress is not None:
-        progress(len(STEPS), len(STEPS), "")
+        progress(len(_STEPS), len(_STEPS), "")
     return done
 
 

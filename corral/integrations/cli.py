@@ -88,33 +88,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def run_warmup(*, quiet: bool = False, stderr: TextIO | None = None) -> int:
-    """``corral warmup``: :func:`corral.warmup.warmup` with a progress bar on ``stderr``."""
+def run_warmup(*, quiet: bool = False) -> int:
+    """``corral warmup``: :func:`corral.warmup.warmup`, with a progress bar on stderr
+    unless ``quiet``."""
     import time
 
     from ..warmup import warmup
 
-    err = sys.stderr if stderr is None else stderr
+    if quiet:
+        warmup()
+        return 0
     t0 = time.perf_counter()
 
     def progress(done: int, total: int, name: str) -> None:
-        if quiet:
-            return
         bar = "#" * (20 * done // total)
         what = f"compiling: {name}" if name else "done"
-        err.write(f"\r[{bar:<20}] {done}/{total} {time.perf_counter() - t0:6.1f} s  {what:<45}")
+        sys.stderr.write(
+            f"\r[{bar:<20}] {done}/{total} {time.perf_counter() - t0:6.1f} s  {what:<45}"
+        )
         if not name:
-            err.write("\n")
-        err.flush()
+            sys.stderr.write("\n")
+        sys.stderr.flush()
 
     steps = warmup(progress)
-    total = sum(s.seconds for s in steps)
-    if not quiet:
-        slowest = max(steps, key=lambda s: s.seconds)
-        err.write(
-            f"corral warmup: kernels compiled and cached in {total:.1f} s "
-            f"(slowest step: {slowest.name}, {slowest.seconds:.1f} s)\n"
-        )
+    slowest = max(steps, key=lambda s: s.seconds)
+    sys.stderr.write(
+        f"corral warmup: kernels compiled and cached in {sum(s.seconds for s in steps):.1f} s "
+        f"(slowest step: {slowest.name}, {slowest.seconds:.1f} s)\n"
+    )
     return 0
 
 
