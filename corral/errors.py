@@ -107,9 +107,6 @@ class Location(str):
     def __delattr__(self, name: str) -> None:
         raise AttributeError("a Location is immutable")
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_location, (str(self), self.line, self.column, self.pointer, self.snippet))
-
     def __repr__(self) -> str:
         parts = [repr(str(self))]
         for name in ("line", "column", "pointer"):
@@ -119,12 +116,6 @@ class Location(str):
         if self.snippet:
             parts.append(f"snippet={self.snippet!r}")
         return f"Location({', '.join(parts)})"
-
-
-def _location(
-    text: str, line: int | None, column: int | None, pointer: str | None, snippet: str
-) -> Location:
-    return Location(text, line=line, column=column, pointer=pointer, snippet=snippet)
 
 
 class CorralError(Exception):

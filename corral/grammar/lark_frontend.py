@@ -69,7 +69,7 @@ def grammar_from_lark(
     import_paths: Sequence[str] = (),
     strict_lexemes: bool = False,
 ) -> Grammar:
-    """See :meth:`Grammar.from_lark <corral.grammar.ir.Grammar.from_lark>`."""
+    """See :func:`corral.grammar.frontends.from_lark`."""
     import lark
     from lark.exceptions import GrammarError as LarkGrammarError
     from lark.exceptions import UnexpectedInput

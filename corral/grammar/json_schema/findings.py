@@ -85,7 +85,8 @@ class Findings:
                 self.note(pointer_join(ptr, kw), kw, ANNOTATION, "unknown keyword: no effect")
 
     def settle_deferred(self, schema: dict[str, Any], ptr: str, status: str, detail: str) -> None:
-        """Note the :data:`DEFERRED` keywords of ``schema`` that ``array``/``object`` did not."""
+        """Note the :data:`DEFERRED` keywords of ``schema`` that ``emit_array`` and
+        ``emit_object`` did not."""
         for kw in DEFERRED:
             if kw in schema and not self.noted(pointer_join(ptr, kw), kw):
                 self.note(pointer_join(ptr, kw), kw, status, detail)

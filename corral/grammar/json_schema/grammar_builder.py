@@ -16,18 +16,11 @@ from ...errors import CompileBudgetError
 from ..ir import Rule, Terminal
 from ..regex import ByteDFA, literal_dfa, python_regex_dfa
 from ..regex.dfa import union_of_literals
+from .numbers import number_dfa
 from .options import Options
 from .strings import plain_string
 
-__all__ = ["NUMBER_RX", "GrammarBuilder", "drop_undefined", "number_dfa"]
-
-# A JSON number, any value.
-NUMBER_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-
-
-def number_dfa() -> ByteDFA:
-    """The automaton of :data:`NUMBER_RX`."""
-    return python_regex_dfa(NUMBER_RX)
+__all__ = ["GrammarBuilder", "drop_undefined"]
 
 
 class GrammarBuilder:

@@ -32,8 +32,8 @@ CHECKED = frozenset(
         "maxProperties", "unevaluatedProperties", "unevaluatedItems",
     }
 )  # fmt: skip
-# Final-check keywords of arrays and objects that ``array``/``object`` express exactly when
-# they can (counts, finite unique items); they note each occurrence themselves.
+# Final-check keywords of arrays and objects that ``emit_array`` and ``emit_object`` express
+# exactly when they can (counts, finite unique items); they note each occurrence themselves.
 DEFERRED = frozenset(
     {
         "uniqueItems", "contains", "minContains", "maxContains", "minProperties",

@@ -109,7 +109,7 @@ def exact_numbers(value: Any) -> Any:
     return value
 
 
-_VALUES = frozenset({"enum", "const", "default", "examples"})  # JSON values, not schemas
+VALUE_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # JSON values, not schemas
 
 
 def for_validation(schema: Any, *, root: bool = True) -> Any:
@@ -123,7 +123,7 @@ def for_validation(schema: Any, *, root: bool = True) -> Any:
         for k, v in schema.items():
             if k == "$schema" and not root and isinstance(v, str):
                 continue
-            out[k] = exact_numbers(v) if k in _VALUES else for_validation(v, root=False)
+            out[k] = exact_numbers(v) if k in VALUE_KEYWORDS else for_validation(v, root=False)
         return out
     if isinstance(schema, list):
         return [for_validation(v, root=False) for v in schema]

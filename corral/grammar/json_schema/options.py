@@ -25,7 +25,8 @@ class Options:
             said otherwise); ``False`` forbids properties the schema does not name wherever
             it does not say ``additionalProperties`` itself.
         final_check: validate the complete document with ``jsonschema`` before EOS (needed
-            for the keywords the grammar over-approximates; see the module docs).
+            for the keywords the grammar over-approximates; see the docs of
+            :mod:`corral.grammar.json_schema.translate`).
         max_states: automaton states allowed per terminal.
         pattern_budget_s: time allowed to build one string automaton (pattern, format,
             lengths); beyond it the pattern or format is left to the final check.

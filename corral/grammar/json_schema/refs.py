@@ -14,7 +14,7 @@ from typing import Any
 
 from ...errors import Location, UnsupportedFeatureError
 from .keywords import ANNOTATIONS
-from .load import pointer_join
+from .load import VALUE_KEYWORDS, pointer_join
 
 __all__ = [
     "REFERENCE_KEYWORDS",
@@ -122,7 +122,7 @@ def absolute_refs(schema: Any, base: str, id_kw: str) -> Any:
         for k, v in node.items():
             if k in REFERENCE_KEYWORDS and isinstance(v, str):
                 out[k] = urljoin(base, v) if not v.startswith(("urn:", "tag:")) else v
-            elif k in ("enum", "const", "default", "examples"):
+            elif k in VALUE_KEYWORDS:
                 out[k] = v
             else:
                 out[k] = walk(v, base, False)

@@ -104,7 +104,7 @@ class Translator(GrammarBuilder):
         self.branch_pointers: dict[int, list[str]] = {}  # synthetic anyOf lists
         self.too_large: set[str] = set()
         self.universe_keys: Any = None
-        self.other_keys_cache: dict[tuple[tuple[bytes, ...], int], Any] = {}
+        self.other_keys_cache: dict[tuple[bytes, ...], Any] = {}
         self.validation: ExactValidation | None = None
 
     # -- values -------------------------------------------------------------------------

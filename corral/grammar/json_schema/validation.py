@@ -142,15 +142,11 @@ def format_checker() -> Any:
 class _Patterns:
     """The compiled ECMA-262 patterns of one validation (a bounded LRU, thread-safe)."""
 
-    def __init__(self, max_entries: int = MAX_PATTERNS) -> None:
+    def __init__(self) -> None:
         from .ecma.match import DEFAULT_MAX_STEPS
 
-        self._items: BoundedCache[str, Any] = BoundedCache(max_entries)
+        self._items: BoundedCache[str, Any] = BoundedCache(MAX_PATTERNS)
         self.max_steps = DEFAULT_MAX_STEPS  # backtracking steps per search
-
-    @property
-    def max_entries(self) -> int:
-        return self._items.max_entries
 
     def search(self, pattern: str, text: str) -> bool:
         from .ecma import EcmaPattern

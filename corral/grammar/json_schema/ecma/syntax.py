@@ -173,13 +173,19 @@ class Pattern:
 
     def unsupported(self, feature: str, pos: int, detail: str = "") -> UnsupportedFeatureError:
         """The error refusing ``feature`` found at column ``pos`` (0-based)."""
-        return UnsupportedFeatureError(
-            feature,
-            location=Location(
-                f"{self.name} column {pos + 1}", column=pos + 1, pointer=self.where or None
-            ),
-            detail=detail,
-        )
+        return _unsupported(self.name, self.where, feature, pos, detail)
+
+
+def _unsupported(
+    name: str, where: str, feature: str, pos: int, detail: str
+) -> UnsupportedFeatureError:
+    """The error refusing ``feature`` at column ``pos`` (0-based) of the pattern ``name``
+    (at JSON pointer ``where``, if any)."""
+    return UnsupportedFeatureError(
+        feature,
+        location=Location(f"{name} column {pos + 1}", column=pos + 1, pointer=where or None),
+        detail=detail,
+    )
 
 
 def parse(pattern: str, *, where: str = "") -> Pattern:
@@ -264,13 +270,7 @@ class _Parser:
         )
 
     def unsupported(self, feature: str, pos: int, detail: str = "") -> UnsupportedFeatureError:
-        return UnsupportedFeatureError(
-            feature,
-            location=Location(
-                f"{self.name} column {pos + 1}", column=pos + 1, pointer=self.where or None
-            ),
-            detail=detail,
-        )
+        return _unsupported(self.name, self.where, feature, pos, detail)
 
     def peek(self, offset: int = 0) -> str:
         i = self.pos + offset

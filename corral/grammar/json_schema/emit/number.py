@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from ....errors import CompileBudgetError
 from ...regex import ByteDFA
 from ...regex.dfa import intersect
-from ..grammar_builder import number_dfa as any_number_dfa
 from ..load import pointer_join
 
 if TYPE_CHECKING:
@@ -37,8 +36,6 @@ def emit_number(b: Translator, s: dict[str, Any], ptr: str, *, integer: bool) ->
             ilo = None if lo is None else _int_lo(lo, lo_x)
             ihi = None if hi is None else _int_hi(hi, hi_x)
             d = nb.integer_dfa(ilo, ihi)
-        elif lo is None and hi is None:
-            d = any_number_dfa()
         else:
             d = nb.number_dfa(
                 lo, hi, exclusive_minimum=lo_x, exclusive_maximum=hi_x,

@@ -158,7 +158,7 @@ def _schema_order(
 ) -> str:
     """An object whose named pairs come in schema order (``None``: that property cannot
     occur), then additional pairs. States ``(i, c, present)``: the named properties
-    ``i..`` are still to come, ``c`` pairs were written (see :meth:`_property_counts`),
+    ``i..`` are still to come, ``c`` pairs were written (see :func:`_property_counts`),
     ``present`` is the set of properties written among those ``deps`` mention (each
     ``(trigger, dependents)``: if the trigger is present, so are its dependents)."""
     least, most, top = counts
@@ -293,7 +293,7 @@ def _any_order(
     order, each at most once, the required ones all present, additional pairs
     anywhere, ``least`` to ``most`` pairs in all, and the dependents of each trigger in
     ``deps`` present with it: states are the sets of properties written so far (hence
-    the size limit) and the count of pairs (as in :meth:`_property_counts`)."""
+    the size limit) and the count of pairs (as in :func:`_property_counts`)."""
     least, most, top = counts
     comma = b.punct(",")
     required = 0
@@ -338,10 +338,9 @@ def other_keys(b: Translator, listed: list[bytes], names_filter: ByteDFA | None)
         b.universe_keys = key_dfa(
             ast.Repeat(ast.Chars(CharSet.universe()), 0, None), b.opt.max_states, ""
         )
-    cache_key = (tuple(sorted(listed)), id(names_filter))
-    hit = b.other_keys_cache.get(cache_key)
-    if hit is not None and names_filter is None:
-        return hit
+    cache_key = tuple(sorted(listed))  # only unfiltered key sets are shared
+    if names_filter is None and cache_key in b.other_keys_cache:
+        return b.other_keys_cache[cache_key]
     keys = b.universe_keys
     if names_filter is not None:
         keys = intersect(keys, names_filter, max_states=b.opt.max_states)
