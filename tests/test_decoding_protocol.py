@@ -16,7 +16,7 @@ import corral
 from corral.sampler.config import GenerationConfig
 from corral.sampler.decode import GenerationStats, token_steps
 from corral.sampler.lm import CausalLM, MaskedLM
-from corral.sampler.registry import EXACT_SAMPLERS, SAMPLERS, sampler_entry
+from corral.sampler.registry import EXACT_SAMPLERS, PER_TOKEN_SAMPLERS, SAMPLERS, sampler_entry
 from corral.sampler.sequence import ASAP_TRIES, ASApSampler, SMCSampler
 from corral.sampler.token import AWRSSampler, MaskingSampler
 from corral.testing import ExactDenoiser, grammar_distribution, masked_distribution
@@ -74,16 +74,15 @@ def test_generate_checks_settings_before_loading_the_model(tmp_path) -> None:  #
 def test_the_table_names_every_sampler() -> None:
     assert SAMPLERS == ("mask", "awrs", "smc", "asap")
     assert EXACT_SAMPLERS == ("awrs", "smc", "asap")
+    expected = {"mask": MaskingSampler, "awrs": AWRSSampler, "smc": SMCSampler,
+                "asap": ASApSampler}  # fmt: skip
     for name in SAMPLERS:
         entry = sampler_entry(name)
         per_token = name in ("mask", "awrs")
         assert entry.per_token is per_token
         config = GenerationConfig(sampler=name, temperature=1.0)
-        made = config.make_sampler()
-        if per_token:
-            assert callable(made.prepare) and callable(made.step)
-        else:
-            assert callable(made.sample)
+        assert type(config.make_sampler()) is expected[name]
+    assert PER_TOKEN_SAMPLERS == ("mask", "awrs")
     with pytest.raises(ValueError, match="sampler must be one of"):
         sampler_entry("greedy")
 
@@ -92,7 +91,10 @@ def test_the_table_names_every_sampler() -> None:
 def test_reference_models_implement_the_interface(toy) -> None:  # type: ignore[no-untyped-def]
     lm, _ = toy
     assert isinstance(lm, CausalLM)
-    assert isinstance(ExactDenoiser(lm, 3), MaskedLM)
+    denoiser = ExactDenoiser(lm, 3)
+    assert isinstance(denoiser, MaskedLM)
+    ids = torch.tensor([[1, 4, denoiser.mask_id]])
+    assert denoiser(ids).shape == (1, 3, lm.vocab_size + 1)  # [1, L, V'] (V' = V + mask)
     first, state = lm.extend(None, [1, 4])
     second, _ = lm.extend(state, [2])
     expected = lm.next_logits([[1, 4], [1, 4, 2]])
@@ -115,7 +117,9 @@ def test_hf_causal_lm_reuses_its_cache_and_agrees_with_batched_calls() -> None:
     assert both.shape == (2, len(tok) + 11) and a.shape == (len(tok) + 11,)
     torch.testing.assert_close(a.cpu(), both[0], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(b.cpu(), both[1], rtol=1e-4, atol=1e-4)
-    assert isinstance(HFMaskedLM(tiny_bert(64)), MaskedLM)
+    masked = HFMaskedLM(tiny_bert(64))
+    assert isinstance(masked, MaskedLM)
+    assert masked(torch.tensor([[5, 6, 7, 8]])).shape == (1, 4, 64)
 
 
 # -- token samplers in the loop -------------------------------------------------------------

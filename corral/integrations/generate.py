@@ -31,9 +31,7 @@ from ..sampler.config import GenerationConfig
 from ..sampler.decode import GenerationStats
 from .constraint import compile_constraint
 from .models import resolve_model
-from .vocabularies import (
-    vocabulary_for,
-)
+from .vocabularies import vocabulary_for
 
 __all__ = ["Generation", "decode_steps", "generate", "prompt_ids", "stream"]
 
@@ -59,7 +57,7 @@ class Generation:
 
 
 # ---------------------------------------------------------------------------------------
-# the decoding loop
+# the token-by-token decode (its loop: corral.sampler.decode.token_steps)
 # ---------------------------------------------------------------------------------------
 def prompt_ids(tokenizer: Any, prompt: str | Sequence[int], *, chat: bool = False) -> list[int]:
     """Token ids of ``prompt`` (text, or ids as given); ``chat`` applies the chat template."""
@@ -107,15 +105,18 @@ def decode_steps(
     the grammar allows nothing but EOS, or after ``max_new_tokens``. ``sampler="awrs"``
     draws each token by adaptive rejection (:mod:`corral.sampler.awrs`): the same
     distribution as masking, without computing the mask (``stats.checks`` counts the
-    tokens checked). ``fast_forward``: see :func:`resolve_fast_forward` (default: on for
+    tokens checked). ``fast_forward``: see
+    :func:`~corral.sampler.config.resolve_fast_forward` (default: on for
     ``"mask"``, off for ``"awrs"``). The loop itself is
     :func:`corral.sampler.decode.token_steps`.
     """
     from ..sampler.decode import token_steps
+    from ..sampler.registry import PER_TOKEN_SAMPLERS
     from .hf_lm import HFCausalLM
 
-    if sampler not in ("mask", "awrs"):
-        raise ValueError(f"decode_steps samples with 'mask' or 'awrs', not {sampler!r}")
+    if sampler not in PER_TOKEN_SAMPLERS:
+        names = " or ".join(repr(n) for n in PER_TOKEN_SAMPLERS)
+        raise ValueError(f"decode_steps samples with {names}, not {sampler!r}")
     config = GenerationConfig(
         sampler=sampler, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
         top_p=top_p, seed=seed, fast_forward=fast_forward,

@@ -94,9 +94,9 @@ class GenerationConfig:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not entry.top_k_top_p and (self.top_k is not None or self.top_p is not None):
+            raise ValueError(f"top_k/top_p are not available with sampler={sampler!r}")
         if not entry.per_token:
-            if self.top_k is not None or self.top_p is not None:
-                raise ValueError(f"top_k/top_p are not available with sampler={sampler!r}")
             if self.temperature == 0:
                 raise ValueError(
                     f"sampler={sampler!r} samples a distribution: pass temperature > 0 "
@@ -104,8 +104,6 @@ class GenerationConfig:
                 )
         elif self.n_particles != DEFAULT_PARTICLES or self.asap_path is not None:
             raise ValueError("n_particles and asap_path apply to sampler='smc' / 'asap' only")
-        elif not entry.top_k_top_p and (self.top_k is not None or self.top_p is not None):
-            raise ValueError(f"top_k/top_p are not available with sampler={sampler!r}")
         if self.top_k is not None and self.top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {self.top_k}")
         if self.top_p is not None and not 0.0 < self.top_p <= 1.0:

@@ -77,11 +77,7 @@ def token_steps(
     eos = set(int(e) for e in eos_ids)
     if matcher is not None:
         eos |= set(matcher.compiled.eos_ids.tolist())
-        sampler = config.make_sampler()
-    else:  # unconstrained: every per-token sampler samples the logits as they are
-        from .token import MaskingSampler
-
-        sampler = MaskingSampler(config.temperature, top_k=config.top_k, top_p=config.top_p)
+    sampler = config.make_sampler()  # unconstrained (no matcher): samples the logits as they are
     fast_forward = bool(config.fast_forward)
     limit = config.max_new_tokens
     feed = list(ids)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .config import GenerationConfig
 
-__all__ = ["EXACT_SAMPLERS", "SAMPLERS", "SamplerEntry", "sampler_entry"]
+__all__ = ["EXACT_SAMPLERS", "PER_TOKEN_SAMPLERS", "SAMPLERS", "SamplerEntry", "sampler_entry"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,8 @@ SAMPLERS: tuple[str, ...] = tuple(_TABLE)
 """The sampler names, in the order error messages list them."""
 EXACT_SAMPLERS: tuple[str, ...] = tuple(n for n, e in _TABLE.items() if e.exact)
 """Samplers whose output follows a stated distribution: fast-forward would change it."""
+PER_TOKEN_SAMPLERS: tuple[str, ...] = tuple(n for n, e in _TABLE.items() if e.per_token)
+"""Samplers that draw token by token (run by :func:`corral.sampler.decode.token_steps`)."""
 
 
 def sampler_entry(name: str) -> SamplerEntry:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,14 +59,15 @@ class SequenceSampler(Protocol):
         ...
 
 
+@dataclass
 class SMCSampler:
     """Sequential Monte Carlo with AWRS proposals; the output is drawn from the weighted
     complete particles."""
 
-    def __init__(self, temperature: float, max_new_tokens: int, *, n_particles: int) -> None:
-        self.temperature = temperature
-        self.max_new_tokens = max_new_tokens
-        self.n_particles = n_particles
+    temperature: float
+    max_new_tokens: int
+    _: KW_ONLY
+    n_particles: int
 
     def sample(
         self, lm: CausalLM, compiled: Any, *, generator: Any, context: Hashable, prompt_key: str
@@ -89,21 +90,16 @@ class SMCSampler:
         return SequenceDraw(list(outs[pick]), res.checks, res.log_z, list(dist.items()))
 
 
+@dataclass
 class ASApSampler:
     """Grammar-aligned sampling: a trie of earlier samples for the same model, prompt,
     grammar and temperature (kept in :data:`ASAP_TRIES`, and in ``path`` if given)
     reweights each step."""
 
-    def __init__(
-        self,
-        temperature: float,
-        max_new_tokens: int,
-        *,
-        path: str | os.PathLike[str] | None = None,
-    ) -> None:
-        self.temperature = temperature
-        self.max_new_tokens = max_new_tokens
-        self.path = path
+    temperature: float
+    max_new_tokens: int
+    _: KW_ONLY
+    path: str | os.PathLike[str] | None = None
 
     def sample(
         self, lm: CausalLM, compiled: Any, *, generator: Any, context: Hashable, prompt_key: str

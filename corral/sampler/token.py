@@ -23,6 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import MatcherStateError
+from .awrs import awrs_step, greedy_step, matcher_check
+from .masking import masked_logits, sample
 
 __all__ = ["AWRSSampler", "MaskingSampler", "TokenSampler", "only_eos"]
 
@@ -102,8 +104,6 @@ class MaskingSampler:
         return bool(matcher.is_accepting()) and only_eos(self._filled, eos)
 
     def step(self, logits: Any, matcher: Any, generator: Any) -> int:
-        from .masking import masked_logits, sample
-
         if matcher is not None:
             if self._filled is None:
                 raise MatcherStateError(
@@ -138,9 +138,6 @@ class AWRSSampler:
         return False  # no mask is computed: EOS is decided by drawing it
 
     def step(self, logits: Any, matcher: Any, generator: Any) -> int:
-        from .awrs import awrs_step, greedy_step, matcher_check
-        from .masking import masked_logits, sample
-
         if matcher is None:
             return int(sample(logits, temperature=self.temperature, generator=generator)[0])
         check = matcher_check(matcher)
