@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels.layout import ENTRY_COLS, SM_CTL_LEN
+from .kernels.layout import ENTRY_COLS, SM_CTL_LEN, SM_ENTRIES, SM_GROW, SM_HITS, SM_USED
 
 _START_ENTRIES = 256
 DEFAULT_MAX_BYTES = 32 << 20  # per grammar
@@ -53,14 +53,10 @@ class SubtreeMemo:
     @property
     def hits(self) -> int:
         """How many subtrees walks have copied from the memo."""
-        from .kernels.layout import SM_HITS
-
         return int(self.ctl[SM_HITS])
 
     def grow_if_full(self) -> None:
         """After a walk: double the arrays that filled up, within ``max_bytes``."""
-        from .kernels.layout import SM_ENTRIES, SM_GROW, SM_USED
-
         if not self.ctl[SM_GROW]:
             return
         self.ctl[SM_GROW] = 0

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import TokenizerError
 from .bitmask import as_int, as_int_list
+from .kernels.layout import TrieArrays, TrieRuns
 from .state_cache import StateCacheStore
 
 NORMAL, SPECIAL, EOS, PADDING, EMPTY = 0, 1, 2, 3, 4
@@ -90,16 +91,12 @@ class TokenTrie:
     def kernel_arrays(self) -> tuple[Any, ...]:
         """The trie as mask kernels take it: a plain tuple of the fields named by
         :class:`~corral.automata.kernels.layout.TrieArrays`, in its order."""
-        from .kernels.layout import TrieArrays
-
         return tuple(getattr(self, name) for name in TrieArrays._fields)
 
     @functools.cached_property
     def kernel_runs(self) -> tuple[Any, ...]:
         """The trie's run indexes as the token-cache walk takes them: a plain tuple of the
         fields named by :class:`~corral.automata.kernels.layout.TrieRuns`."""
-        from .kernels.layout import TrieRuns
-
         return tuple(getattr(self, name) for name in TrieRuns._fields)
 
     @property
