@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.schemas import NAME_AGE as PERSON
 from support.tokenizers import load_tokenizer, load_vocab
 from support.words import accepts
 
@@ -25,12 +26,6 @@ from corral.automata.compiler import PRECOMPUTE_MAX_STATES, default_cache
 from corral.errors import CacheWarning, EmptyLanguageError, GrammarError, UnsupportedFeatureError
 from corral.grammar import frontends
 
-PERSON = {
-    "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"}},
-    "required": ["name", "age"],
-    "additionalProperties": False,
-}
 LARK = 'start: "(" item ("," item)* ")"\nitem: /[0-9]+/ | "x"\n'
 PHONE = r"[0-9]{3}-[0-9]{4}"
 

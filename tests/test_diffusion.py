@@ -14,6 +14,7 @@ import json
 import jsonschema
 import pytest
 from support.diffusion_tasks import PERSON, RECORD
+from support.schemas import NAME_AGE
 from support.words import lark_accepts
 
 import corral
@@ -167,12 +168,7 @@ def test_infill_with_masked_and_causal_models() -> None:
     from support.tokenizers import load_tokenizer
 
     tok = load_tokenizer("llama3")
-    schema = {
-        "type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"}},
-        "required": ["name", "age"],
-        "additionalProperties": False,
-    }
+    schema = NAME_AGE
     template = '{"name": \u25a2, "age": \u25a2}'
     causal = tiny_llama(tok, seed=1)
     for seed in range(3):
@@ -213,12 +209,7 @@ def test_infill_prompts_code_models_with_their_fim_markers() -> None:
         fim_format(llama3, "starcoder")
     with pytest.raises(ValueError, match="unknown FIM format"):
         fim_format(tok, "fim")
-    schema = {
-        "type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"}},
-        "required": ["name", "age"],
-        "additionalProperties": False,
-    }
+    schema = NAME_AGE
     model = tiny_llama(tok, seed=2)
     seen: list[list[int]] = []
     model.register_forward_pre_hook(

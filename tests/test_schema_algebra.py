@@ -18,7 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.schema_runner import MASKBENCH_DIR, SUITE_DIR, maskbench_files
+from support.tokenizers import load_tokenizer, load_vocab
+from support.words import accepts
 
+import corral
 from corral.errors import EmptyLanguageError, UnsupportedFeatureError
 from corral.grammar.json_schema import grammar_from_json_schema, refs
 from corral.grammar.json_schema.algebra import (
@@ -484,19 +487,27 @@ def test_false_first_schema_is_no_value() -> None:
 
 
 @pytest.mark.parametrize(
-    "schema",
+    ("schema", "valid", "invalid"),
     [
-        {"allOf": [{"properties": {"foo": {}}}], "additionalProperties": {"type": "boolean"}},
-        {"allOf": [{"prefixItems": [{"minimum": 3}]}], "items": {"minimum": 5}},
+        ({"allOf": [{"properties": {"foo": {}}}], "additionalProperties": {"type": "boolean"}},
+         '{"foo": true, "x": false}', '{"foo": 1}'),
+        ({"allOf": [{"prefixItems": [{"minimum": 3}]}], "items": {"minimum": 5}},
+         "[5, 6]", "[3]"),
     ],
-)
-def test_unmergeable_branches_are_refused_without_the_final_check(schema: dict) -> None:
+)  # fmt: skip
+def test_unmergeable_branches_are_refused_without_the_final_check(
+    schema: dict, valid: str, invalid: str
+) -> None:
     """Without the final check, a branch that cannot be merged exactly is refused, naming
-    the allOf branch; with it, the schema compiles and the check enforces the branch."""
+    the allOf branch; with it, the schema compiles and the sibling keyword still applies
+    to every property (item) the branch names (``{"foo": 1}`` and ``[3]`` are invalid)."""
     with pytest.raises(UnsupportedFeatureError) as e:
         grammar_from_json_schema(schema, final_check=False)
     assert "/allOf/0" in str(e.value.location)
-    grammar_from_json_schema(schema)
+    compiled = corral.compile(schema, load_vocab("gpt2"))
+    tok = load_tokenizer("gpt2")
+    assert accepts(compiled, tok, valid)
+    assert not accepts(compiled, tok, invalid)
 
 
 @pytest.mark.parametrize(
