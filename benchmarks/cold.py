@@ -1,4 +1,5 @@
-"""Cold-process measurement, run by ``run.py`` in a fresh subprocess per engine.
+"""Cold-process measurement, run by ``run.py`` and ``cold_start.py`` in a fresh subprocess
+per engine.
 
 ``python benchmarks/cold.py --engine corral --tokenizer-path PATH --vocab-size V --eos-id E``
 prints one JSON line with, in this order, for a process that has not touched the engine yet:
@@ -7,10 +8,13 @@ prints one JSON line with, in this order, for a process that has not touched the
   ``corral.automata``, which pull in Numba and declare the kernels);
 * ``setup_ms``: the engine's tokenizer preprocessing (``corral.Vocabulary.from_hf``,
   ``llguidance.hf.from_tokenizer``, ``xgrammar.TokenizerInfo.from_huggingface`` + compiler);
-* ``compile_ms``: the first compile of the Lark JSON grammar in the process (for corral this
-  includes compiling the Numba kernels, or loading them from Numba's on-disk cache);
-* ``first_mask_us``: the first mask of a fresh matcher;
-* ``first_doc_ms``: masks and consumes of the first valid JSON example of ``examples.json``;
+* ``compile_ms``: the first compile of the constraint in the process (the Lark JSON
+  grammar; for corral this includes compiling, or loading from Numba's on-disk cache, the
+  kernels the compile runs);
+* ``first_mask_us``: the first mask of a fresh matcher (for corral, with the kernels the
+  first mask runs);
+* ``first_doc_ms``: masks and consumes of the first valid JSON example of ``examples.json``
+  (for corral, with the kernels met first there);
 * ``second_compile_ms``: compiling the same grammar again in the same, now warm, process.
 
 With ``--schema FILE`` (a JSON file ``{"schema": ..., "instance": ...}``) the constraint is
@@ -59,7 +63,7 @@ def main() -> None:
 
     if args.schema is None:
         cls = ENGINES[args.engine]
-        lark_text = read_grammar("json")
+        spec_text = read_grammar("json")
         examples = json.loads((GRAMMAR_DIR / "examples.json").read_text(encoding="utf-8"))
         doc = examples["json"]["valid"][0]
     else:
@@ -67,14 +71,14 @@ def main() -> None:
 
         cls = SCHEMA_ENGINES[args.engine]
         spec = json.loads(args.schema.read_text(encoding="utf-8"))
-        lark_text = json.dumps(spec["schema"])
+        spec_text = json.dumps(spec["schema"])
         doc = json.dumps(spec["instance"], separators=(",", ":"))
     tokens = [int(x) for x in tokenizer.encode(doc, add_special_tokens=False)]
 
     def compile_it() -> Any:
         if args.schema is None:
-            return engine.compile(lark_text, "json")
-        handle = engine.compile_schema(lark_text, 600.0)
+            return engine.compile(spec_text, "json")
+        handle = engine.compile_schema(spec_text, 600.0)
         return lambda: engine.new_matcher(handle)
 
     pc = time.perf_counter_ns

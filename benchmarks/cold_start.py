@@ -35,7 +35,9 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
-SHARED = REPO_ROOT.parent / "shared"
+sys.path.insert(0, str(BENCH_DIR))
+
+from run import DEFAULT_TOKENIZERS_DIR, environment, resolve_tokenizer, run_cold  # noqa: E402
 
 #: A small JSON Schema (a person record) and a valid instance.
 SCHEMA = {
@@ -52,32 +54,21 @@ SCHEMA = {
 INSTANCE = {"name": "Ada Lovelace", "age": 36, "email": "ada@example.org", "tags": ["math"]}
 
 
-def _worker(
-    engine: str, tokenizer: Path, vocab_size: int, eos: int, schema: Path, cache: Path
-) -> dict[str, Any]:
+def _env(cache: Path) -> dict[str, str]:
+    """This environment with Numba's cache at ``cache`` and this checkout importable."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
-    cmd = [
-        sys.executable,
-        str(BENCH_DIR / "cold.py"),
-        "--engine",
-        engine,
-        "--tokenizer-path",
-        str(tokenizer),
-        "--vocab-size",
-        str(vocab_size),
-        "--eos-id",
-        str(eos),
-        "--schema",
-        str(schema),
-    ]
-    t = time.perf_counter()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-    wall = time.perf_counter() - t
-    if out.returncode != 0:
-        raise SystemExit(f"{engine}: cold.py failed:\n{out.stderr[-3000:]}")
-    row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    row["process_wall_s"] = wall
+    return env
+
+
+def _cold(
+    engine: str, tok: Path, vocab_size: int, eos: int, schema: Path, cache: Path
+) -> dict[str, Any]:
+    """One fresh ``cold.py --schema`` process; its row, with ``to_first_mask_ms``."""
+    out = run_cold(engine, tok, vocab_size, eos, runs=1, schema=schema, env=_env(cache))
+    if "error" in out:
+        raise SystemExit(f"{engine}: cold.py failed:\n{out['error']}")
+    row: dict[str, Any] = out["reported"]
     row["to_first_mask_ms"] = (
         row["import_ms"] + row["setup_ms"] + row["compile_ms"] + row["first_mask_us"] / 1e3
     )
@@ -85,11 +76,13 @@ def _worker(
 
 
 def _warmup(cache: Path) -> float:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    """Seconds ``python -m corral warmup`` took with Numba's cache at ``cache``."""
     t = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "corral", "warmup", "--quiet"], env=env, check=True, timeout=3600
+        [sys.executable, "-m", "corral", "warmup", "--quiet"],
+        env=_env(cache),
+        check=True,
+        timeout=3600,
     )
     return time.perf_counter() - t
 
@@ -97,14 +90,16 @@ def _warmup(cache: Path) -> float:
 def main() -> None:
     """Run the scenarios; print the table; write the JSON."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--tokenizer", default="llama3", help="name under ../shared/tokenizers")
+    ap.add_argument(
+        "--tokenizer", default="llama3", help="a name under ../shared/tokenizers, or a path"
+    )
     ap.add_argument("--engines", default="corral,llguidance,xgrammar")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "results")
     args = ap.parse_args()
 
     from transformers import AutoTokenizer
 
-    tok_path = SHARED / "tokenizers" / args.tokenizer
+    label, tok_path = resolve_tokenizer(args.tokenizer, DEFAULT_TOKENIZERS_DIR)
     tok = AutoTokenizer.from_pretrained(str(tok_path))
     vocab_size = len(tok)
     eos = int(tok.eos_token_id)
@@ -114,7 +109,7 @@ def main() -> None:
         schema.write_text(json.dumps({"schema": SCHEMA, "instance": INSTANCE}))
         for engine in args.engines.split(","):
             if engine != "corral":
-                row = _worker(engine, tok_path, vocab_size, eos, schema, Path(tmp) / "none")
+                row = _cold(engine, tok_path, vocab_size, eos, schema, Path(tmp) / "none")
                 rows.append({"scenario": engine, **row})
                 print(json.dumps(rows[-1]), flush=True)
                 continue
@@ -122,7 +117,7 @@ def main() -> None:
             rows.append(
                 {
                     "scenario": "corral, empty cache",
-                    **_worker(engine, tok_path, vocab_size, eos, schema, cache),
+                    **_cold(engine, tok_path, vocab_size, eos, schema, cache),
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
@@ -132,20 +127,20 @@ def main() -> None:
                 {
                     "scenario": "corral, after warmup",
                     "warmup_s": warm_s,
-                    **_worker(engine, tok_path, vocab_size, eos, schema, warm),
+                    **_cold(engine, tok_path, vocab_size, eos, schema, warm),
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
             rows.append(
                 {
                     "scenario": "corral, second process",
-                    **_worker(engine, tok_path, vocab_size, eos, schema, cache),
+                    **_cold(engine, tok_path, vocab_size, eos, schema, cache),
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
 
     print()
-    print(f"Cold start, {args.tokenizer} ({vocab_size:,} tokens), one fresh process per row")
+    print(f"Cold start, {label} ({vocab_size:,} tokens), one fresh process per row")
     print()
     print(
         "| engine, scenario | import ms | tokenizer tables ms | compile ms | first mask ms "
@@ -163,8 +158,9 @@ def main() -> None:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y-%m-%dT%H%M%S")
-    path = args.out / f"cold-start-{args.tokenizer}-{stamp}.json"
-    path.write_text(json.dumps({"tokenizer": args.tokenizer, "rows": rows}, indent=1))
+    path = args.out / f"cold-start-{label}-{stamp}.json"
+    env = environment(label, vocab_size)
+    path.write_text(json.dumps({"environment": env, "tokenizer": label, "rows": rows}, indent=1))
     print(f"\nwrote {path}")
 
 

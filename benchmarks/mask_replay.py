@@ -15,7 +15,7 @@ Usage (from the repository root)::
     python benchmarks/mask_replay.py run --out after.json
 
     # before/after: two checkouts (e.g. `git worktree add ../before HEAD~1`), alternated
-    python benchmarks/mask_replay.py compare ../before . --rounds 3
+    python benchmarks/mask_replay.py compare ../before . --rounds 3 --out benchmarks/results/X.json
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -31,8 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workloads import encode, first_valid_instance, maskbench_file_order, read_grammar
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SHARED = REPO_ROOT.parent / "shared"
+_DOCS_FROM = 100  # json.lark documents come from the files after the first 100 (schemas')
 METRICS = ("fill_mean", "fill_p50", "fill_p99", "consume_mean", "consume_p99")
 
 
@@ -42,30 +45,29 @@ def _documents(
     """``{workload: [(compiled grammar, token ids)]}`` (see the module docs)."""
     import corral
 
-    files = sorted(maskbench.glob("*.json"))
-    random.Random(1).shuffle(files)
+    files = maskbench_file_order(list(maskbench.glob("*.json")), "shuffle", 1)
     schemas: list[tuple[Any, list[int]]] = []
-    for f in files:
+    for i, f in enumerate(files):
         if len(schemas) >= n_schemas:
             break
-        spec = json.loads(f.read_text(encoding="utf-8"))
-        inst = next((t["data"] for t in spec.get("tests", []) if t.get("valid")), None)
+        if i >= _DOCS_FROM:
+            raise SystemExit(f"fewer than {n_schemas} schemas among the first {_DOCS_FROM} files")
+        inst = first_valid_instance(f)
         if inst is None:
             continue
         try:
-            compiled = corral.compile(spec["schema"], vocab)
+            compiled = corral.compile(json.loads(f.read_text(encoding="utf-8"))["schema"], vocab)
         except corral.CorralError:
             continue
-        ids = tok.encode(json.dumps(inst), add_special_tokens=False)
+        ids = list(encode(tok, json.dumps(inst)))
         if len(ids) <= 1500:
             schemas.append((compiled, ids))
-    lark = corral.compile((REPO_ROOT / "tests/data/grammars/json.lark").read_text(), vocab)
+    lark = corral.compile(read_grammar("json"), vocab)
     docs: list[tuple[Any, list[int]]] = []
-    for f in files[100 : 100 + n_docs]:  # the valid instances among these files
-        spec = json.loads(f.read_text(encoding="utf-8"))
-        inst = next((t["data"] for t in spec.get("tests", []) if t.get("valid")), None)
+    for f in files[_DOCS_FROM : _DOCS_FROM + n_docs]:  # the valid instances among these files
+        inst = first_valid_instance(f)
         if inst is not None:
-            docs.append((lark, tok.encode(json.dumps(inst), add_special_tokens=False)[:800]))
+            docs.append((lark, list(encode(tok, json.dumps(inst)))[:800]))
     return {"schemas": schemas, "json.lark": docs}
 
 
@@ -144,6 +146,9 @@ def compare(args: argparse.Namespace) -> None:
             a = float(np.median([r[w][m] for r in runs["after"]]))
             cells.append(f"{m} {b:.2f} -> {a:.2f} ({a / b:.2f}x)")
         print(f"{w} ({int(runs['before'][0][w]['positions'])} positions): " + "; ".join(cells))
+    if args.out is not None:
+        record = {"before": str(trees["before"]), "after": str(trees["after"]), "runs": runs}
+        args.out.write_text(json.dumps(record, indent=1))
 
 
 def main() -> None:
@@ -157,6 +162,7 @@ def main() -> None:
             p.add_argument("before")
             p.add_argument("after")
             p.add_argument("--rounds", type=int, default=3)
+            p.add_argument("--out", type=Path, default=None, help="also write every round (JSON)")
         p.add_argument("--reps", type=int, default=7, help="fills per position (minimum kept)")
         p.add_argument("--schemas", type=int, default=30)
         p.add_argument("--docs", type=int, default=60)

@@ -325,10 +325,18 @@ def compare_masks(
 # Cold process
 # ---------------------------------------------------------------------------------------
 def run_cold(
-    engine_name: str, tokenizer_path: Path, vocab_size: int, eos_id: int, runs: int = 2
+    engine_name: str,
+    tokenizer_path: Path,
+    vocab_size: int,
+    eos_id: int,
+    runs: int = 2,
+    *,
+    schema: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``cold.py`` ``runs`` times in fresh processes; the last run is the one reported
-    (the first may populate Numba's on-disk cache)."""
+    (the first may populate Numba's on-disk cache). ``schema``: ``cold.py --schema``;
+    ``env``: the processes' environment (default: this one's)."""
     cmd = [
         sys.executable,
         str(BENCH_DIR / "cold.py"),
@@ -337,10 +345,14 @@ def run_cold(
         "--vocab-size", str(vocab_size),
         "--eos-id", str(eos_id),
     ]  # fmt: skip
+    if schema is not None:
+        cmd += ["--schema", str(schema)]
     results: list[dict[str, Any]] = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=dict(os.environ) if env is None else env
+        )
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             return {"engine": engine_name, "error": proc.stderr.strip()[-2000:], "runs": results}
