@@ -31,6 +31,7 @@ import numpy as np
 
 from ..grammar.follow import follow_terminals, nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
+from ..grammar.regex.dfa import column_classes
 
 # header slots of `gt`: named in kernels/layout.py (re-exported here for the table builder)
 from .kernels.layout import (
@@ -174,9 +175,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         if n in special_terms:
             full[o : o + d.n_states] = -1  # matched by its special token only, never by bytes
     if G:
-        cols, byte_class = np.unique(full.T, axis=0, return_inverse=True)
-        byte_class = byte_class.reshape(-1).astype(np.int32)
-        lex_trans = np.ascontiguousarray(cols.T.astype(np.int32))
+        lex_trans, byte_class = column_classes(full)
     else:  # pragma: no cover - normalisation guarantees at least one terminal
         byte_class = np.zeros(256, np.int32)
         lex_trans = np.full((0, 1), -1, np.int32)

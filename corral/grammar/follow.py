@@ -34,15 +34,30 @@ def numbered(grammar: Grammar) -> tuple[list[str], list[str], Productions]:
 
 
 def nullable_nonterminals(prods: Productions, NT: int, NN: int) -> list[bool]:
-    """Which nonterminals derive the empty string."""
+    """Which nonterminals derive the empty string (a worklist: each production keeps the
+    count of its symbols not yet known to be nullable)."""
     nullable = [False] * NN
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in prods:
-            if not nullable[lhs] and all(s >= NT and nullable[s - NT] for s in rhs):
+    missing = [0] * len(prods)
+    users: list[list[int]] = [[] for _ in range(NN)]  # a -> productions with a in their rhs
+    work: list[int] = []
+    for p_i, (lhs, rhs) in enumerate(prods):
+        if any(s < NT for s in rhs):
+            missing[p_i] = -1  # reads a terminal: never nullable
+            continue
+        missing[p_i] = len(rhs)
+        for s in rhs:
+            users[s - NT].append(p_i)
+        if not rhs and not nullable[lhs]:
+            nullable[lhs] = True
+            work.append(lhs)
+    while work:
+        a = work.pop()
+        for p_i in users[a]:
+            missing[p_i] -= 1
+            lhs = prods[p_i][0]
+            if missing[p_i] == 0 and not nullable[lhs]:
                 nullable[lhs] = True
-                changed = True
+                work.append(lhs)
     return nullable
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ...errors import CompileBudgetError
 from ..ir import Rule, Terminal
 from ..regex import ByteDFA, literal_dfa, python_regex_dfa
-from ..regex.dfa import union_of_literals
+from ..regex.dfa import shared_automata, union_of_literals
 from .numbers import number_dfa
 from .options import Options
 from .strings import plain_string
@@ -106,7 +106,7 @@ class GrammarBuilder:
         else:
             e = "\\" + ch
             rx = {"{": e + ws, "[": e + ws, "}": ws + e, "]": ws + e}.get(ch, ws + e + ws)
-        name = self.term("punct:" + ch, lambda: python_regex_dfa(rx), f"/{rx}/", "P")
+        name = self.term("punct:" + ch, lambda: _punct_dfa(rx), f"/{rx}/", "P")
         assert name is not None
         return name
 
@@ -154,6 +154,12 @@ class GrammarBuilder:
             self.add(items, v)
             self.add(items, items, comma, v)
         return self._any
+
+
+@shared_automata(maxsize=64)
+def _punct_dfa(rx: str) -> ByteDFA:
+    """The automaton of a punctuation terminal's regex (the same few in every schema)."""
+    return python_regex_dfa(rx)
 
 
 def drop_undefined(rules: list[Rule], terminals: set[str]) -> list[Rule]:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -152,6 +153,14 @@ def draft_validator_class(dialect: str) -> Any:
     }[DRAFTS[dialect]]
 
 
+@functools.lru_cache(maxsize=len(DRAFTS))
+def meta_validator(dialect: str) -> Any:
+    """A validator of schemas written in ``dialect`` (its meta-schema), made once: building
+    one resolves the meta-schema's references again (immutable, so safe to share)."""
+    cls = draft_validator_class(dialect)
+    return cls(cls.META_SCHEMA)
+
+
 def parse_schema_text(text: str | bytes) -> Any:
     """Parse JSON text; :class:`SchemaError` with line and column on failure."""
     if isinstance(text, bytes):
@@ -204,8 +213,7 @@ def load_schema(spec: Any) -> LoadedSchema:
                 location=Location(pointer="/$schema"),
                 detail=f"unknown dialect {given!r}; supported: " + ", ".join(DRAFTS),
             )
-    cls = draft_validator_class(dialect)
-    errors = sorted(cls(cls.META_SCHEMA).iter_errors(schema), key=lambda e: list(e.path))
+    errors = sorted(meta_validator(dialect).iter_errors(schema), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         pointer = "".join(f"/{_escape(str(p))}" for p in e.path)
@@ -232,9 +240,33 @@ def _registry(schema: Any, dialect: str) -> Any:
         registry = registry.with_resource(root_id, resource)
     # Index embedded $id / $anchor resources. `referencing` cannot crawl boolean subschemas
     # in some drafts; JSON-pointer references then still resolve against the root document.
-    with contextlib.suppress(TypeError):
-        registry = registry.crawl()
+    # (Only when the document declares identifiers: `referencing` crawls on its own when a
+    # lookup misses, and JSON-pointer references never miss.)
+    if _declares_identifiers(schema):
+        with contextlib.suppress(TypeError):
+            registry = registry.crawl()
     return registry
+
+
+_IDENTIFIERS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"})
+
+
+def _declares_identifiers(schema: Any) -> bool:
+    """Whether any object in ``schema`` has an identifier or anchor keyword with a string
+    value (``id`` too, the draft-4 spelling; a false alarm only costs a crawl)."""
+    todo = [schema]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, str):
+                    if k in _IDENTIFIERS:
+                        return True
+                elif isinstance(v, (dict, list)):
+                    todo.append(v)
+        elif isinstance(node, list):
+            todo.extend(x for x in node if isinstance(x, (dict, list)))
+    return False
 
 
 def _escape(token: str) -> str:

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CompileBudgetError
-from ..regex.dfa import ByteDFA, intersect, live_states, minimize
+from ..regex.dfa import ByteDFA, intersect, live_states, minimize, shared_automata
 
 __all__ = ["integer_dfa", "multiple_of_dfa", "number_dfa"]
 
@@ -309,6 +309,7 @@ def _branches(
     return pos, neg
 
 
+@shared_automata(maxsize=256)
 def _range_dfa(
     lo: Decimal | None,
     hi: Decimal | None,
@@ -429,6 +430,7 @@ def number_dfa(
     )
 
 
+@shared_automata(maxsize=1)
 def _json_number_dfa() -> ByteDFA:
     """``-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?``."""
     # phases: S start, M after "-", Z "0", N integer, P ".", F fraction, E "e",

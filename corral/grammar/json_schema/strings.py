@@ -24,7 +24,7 @@ import numpy as np
 from ...caching import BoundedCache
 from ..regex import ast, python_regex_dfa
 from ..regex.charset import CharSet
-from ..regex.dfa import ByteDFA, intersect, nfa_to_byte_dfa, quoted, trim
+from ..regex.dfa import ByteDFA, intersect, nfa_to_byte_dfa, quoted, shared_automata, trim
 from ..regex.nfa import build_nfa
 
 # One character of a JSON string body, encoded (Python regex over code points).
@@ -51,6 +51,7 @@ def unit_dfa() -> ByteDFA:
     return d
 
 
+@shared_automata(maxsize=64)
 def counted_body(lo: int, hi: int | None) -> ByteDFA:
     """Encoded bodies of ``lo`` to ``hi`` characters (``hi=None``: no upper bound)."""
     u = unit_dfa()
@@ -76,6 +77,7 @@ def counted_body(lo: int, hi: int | None) -> ByteDFA:
     return ByteDFA(*trim(trans, accept))
 
 
+@shared_automata(maxsize=64)
 def plain_string(lo: int = 0, hi: int | None = None) -> ByteDFA:
     """A quoted JSON string of ``lo``..``hi`` characters (code points)."""
     return quoted(counted_body(lo, hi), minimal=False)

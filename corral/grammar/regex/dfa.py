@@ -27,11 +27,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 import contextvars
+import functools
 import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -339,6 +341,28 @@ def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int
     return _CharDFA(trans, accept, alpha.block_chars)
 
 
+_Builder = TypeVar("_Builder", bound=Callable[..., ByteDFA])
+
+
+def shared_automata(maxsize: int) -> Callable[[_Builder], _Builder]:
+    """Memoise a pure :class:`ByteDFA` builder for the whole process (an LRU of
+    ``maxsize`` argument tuples): schemas keep asking for the same strings, numbers and
+    punctuation. Results get read-only arrays, since every grammar built later shares them."""
+
+    def wrap(build: _Builder) -> _Builder:
+        @functools.lru_cache(maxsize)
+        @functools.wraps(build)
+        def cached(*args: object, **kwargs: object) -> ByteDFA:
+            dfa = build(*args, **kwargs)
+            dfa.trans.setflags(write=False)
+            dfa.accept.setflags(write=False)
+            return dfa
+
+        return cast(_Builder, cached)
+
+    return wrap
+
+
 # ---------------------------------------------------------------------------------------
 # 3-5. UTF-8, trim, minimise
 
@@ -459,16 +483,33 @@ def utf8_automaton(
     return np.stack(rows).astype(np.int32), np.array(acc, bool), of_char
 
 
+def column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group the equal columns of ``trans`` (``[n, m]``, usually ``m = 256`` bytes):
+    returns ``(small, col_class)`` with ``small`` the distinct columns (``int32 [n, k]``,
+    in order of first appearance, so column 0 is in class 0) and ``col_class`` (``int32
+    [m]``) such that ``small[:, col_class] == trans``. Hashes each column's bytes: linear
+    in the size of ``trans`` (a lexicographic sort of the columns costs far more on large
+    tables)."""
+    cols = np.ascontiguousarray(trans.T)
+    index: dict[bytes, int] = {}
+    col_class = np.empty(cols.shape[0], np.int32)
+    first: list[int] = []
+    for b in range(cols.shape[0]):
+        c = index.setdefault(cols[b].tobytes(), len(first))
+        if c == len(first):
+            first.append(b)
+        col_class[b] = c
+    return np.ascontiguousarray(cols[first].T, dtype=np.int32), col_class
+
+
 def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Hopcroft minimisation of a trimmed partial DFA; states renumbered BFS from state 0."""
     n = trans.shape[0]
     if n == 0:
         return trans, accept
     # Byte classes: bytes whose columns are identical behave the same everywhere.
-    cols, byte_class = np.unique(trans.T, axis=0, return_inverse=True)
-    byte_class = byte_class.reshape(-1)
-    k = cols.shape[0]
-    small = cols.T  # [n, k]
+    small, byte_class = column_classes(trans)  # [n, k], [m]
+    k = small.shape[1]
     sink = n
     full = np.where(small < 0, sink, small)
     full = np.vstack([full, np.full((1, k), sink, dtype=full.dtype)])
@@ -602,6 +643,38 @@ def nfa_to_byte_dfa(
 # 5. operations on byte DFAs
 
 
+def _run_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of ``trans`` (``int32 [n, 256]``, ``-1`` dead) as ``(sources, targets)``,
+    one per run of equal targets in a row, sources ascending: every (s, t) with some byte
+    from s to t appears at least once, and there are far fewer entries than bytes."""
+    start = trans >= 0
+    start[:, 1:] &= trans[:, 1:] != trans[:, :-1]
+    src, col = np.nonzero(start)
+    return src, trans[src, col]
+
+
+def _reached(n: int, src: np.ndarray, dst: np.ndarray, seeds: list[int]) -> np.ndarray:
+    """``bool [n]``: the nodes reachable from ``seeds`` along the edges ``src -> dst``."""
+    order = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    nxt = dst[order].tolist()
+    bounds = ptr.tolist()
+    seen = [False] * n
+    stack = []
+    for s in seeds:
+        if not seen[s]:
+            seen[s] = True
+            stack.append(s)
+    while stack:
+        s = stack.pop()
+        for t in nxt[bounds[s] : bounds[s + 1]]:
+            if not seen[t]:
+                seen[t] = True
+                stack.append(t)
+    return np.array(seen, bool)
+
+
 def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep the states reachable from 0 that can reach acceptance; renumber, 0 stays start.
 
@@ -611,19 +684,13 @@ def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     n = trans.shape[0]
     if n == 0:
         return trans, accept
-    reach = np.zeros(n, bool)
-    reach[0] = True
-    stack = [0]
-    while stack:
-        s = stack.pop()
-        for t in np.unique(trans[s]).tolist():
-            if t >= 0 and not reach[t]:
-                reach[t] = True
-                stack.append(t)
-    outs = [{b: int(t) for b, t in enumerate(row.tolist()) if t >= 0} for row in trans]
-    live = np.array(live_states(outs, [bool(a) for a in accept]), bool) & reach
+    src, dst = _run_edges(trans)
+    reach = _reached(n, src, dst, [0])
+    live = _reached(n, dst, src, np.flatnonzero(accept).tolist()) & reach
     if not live[0]:
         return np.zeros((0, 256), np.int32), np.zeros(0, bool)
+    if live.all():
+        return trans, accept
     keep = np.flatnonzero(live)
     new_id = np.full(n + 1, -1, np.int32)
     new_id[keep] = np.arange(keep.shape[0], dtype=np.int32)
@@ -640,29 +707,33 @@ def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATE
     """
     if a.n_states == 0 or b.n_states == 0:
         return ByteDFA.empty()
-    index = {(0, 0): 0}
-    pairs = [(0, 0)]
+    # Breadth-first, one level of the product at a time: a pair (x, y) is the key
+    # x * nb + y, and each level's rows are computed at once.
+    nb = b.n_states
+    index: dict[int, int] = {0: 0}
+    pairs: list[int] = [0]
     rows: list[np.ndarray] = []
-    i = 0
-    while i < len(pairs):
-        sa, sb = pairs[i]
-        ta, tb = a.trans[sa], b.trans[sb]
-        row = np.full(256, -1, np.int32)
-        for byte in np.flatnonzero((ta >= 0) & (tb >= 0)).tolist():
-            key = (int(ta[byte]), int(tb[byte]))
-            j = index.get(key)
+    done = 0
+    while done < len(pairs):
+        level = np.array(pairs[done:], np.int64)
+        ta, tb = a.trans[level // nb], b.trans[level % nb]
+        keys = np.where((ta >= 0) & (tb >= 0), ta.astype(np.int64) * nb + tb, -1)
+        distinct, inverse = np.unique(keys, return_inverse=True)
+        ids = np.empty(distinct.shape[0], np.int32)
+        for i, key in enumerate(distinct.tolist()):
+            j = -1 if key < 0 else index.get(key)
             if j is None:
                 if len(pairs) >= max_states:
                     raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
                 j = index[key] = len(pairs)
                 pairs.append(key)
-            row[byte] = j
-        rows.append(row)
-        i += 1
-        if i & 255 == 0:
-            _check_deadline(where)
-    trans = np.stack(rows).astype(np.int32)
-    accept = np.array([bool(a.accept[x]) and bool(b.accept[y]) for x, y in pairs], bool)
+            ids[i] = j
+        rows.append(ids[inverse.reshape(keys.shape)])
+        done += level.shape[0]
+        _check_deadline(where)
+    key_arr = np.array(pairs, np.int64)
+    trans = np.concatenate(rows).astype(np.int32)
+    accept = a.accept[key_arr // nb] & b.accept[key_arr % nb]
     trans, accept = trim(trans, accept)
     if trans.shape[0] == 0 or not minimal:
         return ByteDFA(trans, accept)
@@ -764,7 +835,8 @@ def quoted(body: ByteDFA, quote: int = 0x22, *, minimal: bool = True) -> ByteDFA
         trans[s + 1, quote] = final
     accept = np.zeros(n + 2, bool)
     accept[final] = True
-    trans, accept = trim(trans, accept)
+    # No trim: the body is trimmed, so every state is reachable from the opening quote and
+    # reaches the closing one.
     if minimal:
         trans, accept = minimize(trans, accept)
     return ByteDFA(trans, accept)

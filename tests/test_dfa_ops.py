@@ -1,0 +1,182 @@
+"""Byte-DFA operations (trim, product, difference, quoting, byte classes) against brute force.
+
+Random small DFAs over a few bytes are checked on every string up to a length bound:
+the language of each result must be exactly the set operation of its operands' languages,
+and every state of a result must be reachable and live (the :class:`ByteDFA` invariant).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corral.grammar.follow import nullable_nonterminals
+from corral.grammar.json_schema.load import _declares_identifiers, load_schema
+from corral.grammar.json_schema.strings import plain_string
+from corral.grammar.regex.dfa import (
+    ByteDFA,
+    column_classes,
+    difference,
+    intersect,
+    minimize,
+    quoted,
+    trim,
+)
+
+ALPHABET = (0x61, 0x62, 0x63)  # a b c
+MAX_LEN = 5
+
+
+def strings() -> list[bytes]:
+    return [bytes(p) for n in range(MAX_LEN + 1) for p in itertools.product(ALPHABET, repeat=n)]
+
+
+@st.composite
+def raw_dfas(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """An arbitrary (untrimmed) DFA over ``ALPHABET``: ``(trans [n, 256], accept [n])``."""
+    n = draw(st.integers(1, 6))
+    trans = np.full((n, 256), -1, np.int32)
+    for s in range(n):
+        for b in ALPHABET:
+            trans[s, b] = draw(st.integers(-1, n - 1))
+    accept = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    return trans, accept
+
+
+def run(trans: np.ndarray, accept: np.ndarray, data: bytes) -> bool:
+    if trans.shape[0] == 0:
+        return False
+    s = 0
+    for b in data:
+        s = int(trans[s, b])
+        if s < 0:
+            return False
+    return bool(accept[s])
+
+
+def language(trans: np.ndarray, accept: np.ndarray) -> set[bytes]:
+    return {w for w in strings() if run(trans, accept, w)}
+
+
+def as_dfa(raw: tuple[np.ndarray, np.ndarray]) -> ByteDFA:
+    t, a = trim(*raw)
+    if t.shape[0]:
+        t, a = minimize(t, a)
+    return ByteDFA(t, a)
+
+
+def assert_trimmed(d: ByteDFA) -> None:
+    """Every state is reachable from 0 and reaches an accepting state."""
+    n = d.n_states
+    if n == 0:
+        return
+    t, a = trim(d.trans, d.accept)
+    assert t.shape[0] == n and np.array_equal(a, d.accept)
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw_dfas())
+def test_trim_keeps_the_language_and_only_useful_states(raw: tuple[np.ndarray, np.ndarray]) -> None:
+    t, a = trim(*raw)
+    assert language(t, a) == language(*raw)
+    assert_trimmed(ByteDFA(t, a))
+    if t.shape[0]:
+        assert t.shape[1] == 256
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw_dfas(), raw_dfas())
+def test_intersect_and_difference_are_the_set_operations(
+    x: tuple[np.ndarray, np.ndarray], y: tuple[np.ndarray, np.ndarray]
+) -> None:
+    a, b = as_dfa(x), as_dfa(y)
+    la, lb = language(a.trans, a.accept), language(b.trans, b.accept)
+    for minimal in (True, False):
+        both = intersect(a, b, minimal=minimal)
+        assert language(both.trans, both.accept) == la & lb
+        assert_trimmed(both)
+        rest = difference(a, b, minimal=minimal)
+        assert language(rest.trans, rest.accept) == la - lb
+        assert_trimmed(rest)
+
+
+@settings(max_examples=100, deadline=None)
+@given(raw_dfas())
+def test_quoted_reads_the_body_between_quotes(raw: tuple[np.ndarray, np.ndarray]) -> None:
+    body = as_dfa(raw)
+    q = quoted(body, quote=0x22)
+    assert_trimmed(q)
+    lb = language(body.trans, body.accept)
+    for w in strings():
+        if len(w) <= MAX_LEN - 2:
+            assert q.matches(b'"' + w + b'"') == (w in lb)
+    assert not q.matches(b"") and not q.matches(b'"')
+
+
+@settings(max_examples=100, deadline=None)
+@given(raw_dfas(), st.integers(256, 520))
+def test_column_classes_rebuild_the_table(raw: tuple[np.ndarray, np.ndarray], width: int) -> None:
+    trans = np.full((raw[0].shape[0], width), -1, np.int32)
+    trans[:, :256] = raw[0]
+    small, cls = column_classes(trans)
+    assert cls.shape == (width,) and cls[0] == 0
+    assert np.array_equal(small[:, cls], trans)
+    # distinct classes are distinct columns
+    assert len({small[:, c].tobytes() for c in range(small.shape[1])}) == small.shape[1]
+
+
+def test_shared_automata_are_read_only() -> None:
+    """Process-wide cached automata are shared by every grammar: nobody may write them."""
+    d = plain_string(0, 3)
+    assert d is plain_string(0, 3)
+    with pytest.raises(ValueError):
+        d.trans[0, 0] = 5
+    assert d.matches(b'"abc"') and not d.matches(b'"abcd"')
+
+
+def _naive_nullable(prods: list[tuple[int, list[int]]], NT: int, NN: int) -> list[bool]:
+    nullable = [False] * NN
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in prods:
+            if not nullable[lhs] and all(s >= NT and nullable[s - NT] for s in rhs):
+                nullable[lhs] = changed = True
+    return nullable
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_nullable_worklist_matches_the_fixpoint(data: st.DataObject) -> None:
+    NT, NN = 2, data.draw(st.integers(1, 6))
+    sym = st.integers(0, NT + NN - 1)
+    prods = data.draw(
+        st.lists(st.tuples(st.integers(0, NN - 1), st.lists(sym, max_size=3)), max_size=12)
+    )
+    assert nullable_nonterminals(prods, NT, NN) == _naive_nullable(prods, NT, NN)
+
+
+def test_identifier_scan_finds_nested_ids_and_anchors() -> None:
+    assert not _declares_identifiers({"properties": {"id": {"type": "string"}}})
+    assert _declares_identifiers({"$defs": {"a": {"$anchor": "x"}}})
+    assert _declares_identifiers({"items": [{"$id": "http://x/y"}]})
+    assert _declares_identifiers({"definitions": {"a": {"id": "#x"}}})
+
+
+def test_anchor_and_embedded_id_references_still_resolve() -> None:
+    """References that need the registry crawled (anchors, embedded ``$id``) resolve."""
+    schema = {
+        "$defs": {
+            "a": {"$anchor": "thing", "type": "integer"},
+            "b": {"$id": "http://example.com/b", "type": "string"},
+        },
+        "properties": {"x": {"$ref": "#thing"}, "y": {"$ref": "http://example.com/b"}},
+    }
+    loaded = load_schema(schema)
+    resolver = loaded.registry.resolver()
+    assert resolver.lookup("urn:corral:root#thing").contents["type"] == "integer"
+    assert resolver.lookup("http://example.com/b").contents["type"] == "string"
