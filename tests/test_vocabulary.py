@@ -202,3 +202,20 @@ def test_unsupported_tokenizer_family_is_refused() -> None:
 def test_custom_vocabulary() -> None:
     v = Vocabulary([b"a", b"b", b"ab", b""], eos_token_ids=[3])
     assert v.size == 4 and v.kind(3) == "eos" and v.decode([2, 0, 3]) == b"aba"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_backend_spec_agrees_with_the_full_tokenizer_json(name: str) -> None:
+    """What extract() reads from the backend's model and decoder objects is what the whole
+    serialised tokenizer says (it no longer parses that JSON, merges and all)."""
+    import json
+
+    from corral.automata.tokenizer_bytes import _backend_spec
+
+    tok = load_tokenizer(name)
+    full = json.loads(tok.backend_tokenizer.to_str())
+    spec = _backend_spec(tok)
+    assert spec is not None
+    assert spec["decoder"] == full["decoder"]
+    assert spec["model"]["type"] == full["model"]["type"]
+    assert bool(spec["model"]["byte_fallback"]) == bool(full["model"].get("byte_fallback"))

@@ -76,12 +76,32 @@ def _decoder_types(node: Any) -> list[str]:
     return out
 
 
-def _backend_json(tokenizer: Any) -> dict[str, Any] | None:
+def _backend_spec(tokenizer: Any) -> dict[str, Any] | None:
+    """The parts of the ``tokenizers`` backend's JSON that :func:`extract` reads:
+    ``{"model": {"type", "byte_fallback", "continuing_subword_prefix"}, "decoder": ...}``.
+
+    Read from the backend's model and decoder objects: serialising the whole tokenizer
+    (merges included) and parsing it back costs 0.5 s for Llama-3 and 1.3 s for Gemma-3.
+    Falls back to that full JSON for backends without those objects. ``None``: no
+    ``tokenizers`` backend.
+    """
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         backend = getattr(tokenizer, "_tokenizer", None)
     if backend is None or not hasattr(backend, "to_str"):
         return None
+    try:
+        model, decoder = backend.model, backend.decoder
+        return {
+            "model": {
+                "type": type(model).__name__,
+                "byte_fallback": getattr(model, "byte_fallback", False),
+                "continuing_subword_prefix": getattr(model, "continuing_subword_prefix", None),
+            },
+            "decoder": None if decoder is None else json.loads(decoder.__getstate__()),
+        }
+    except Exception:  # pragma: no cover - exotic backends
+        pass
     try:
         return json.loads(backend.to_str())  # type: ignore[no-any-return]
     except Exception:  # pragma: no cover - exotic backends
@@ -90,7 +110,7 @@ def _backend_json(tokenizer: Any) -> dict[str, Any] | None:
 
 def extract(tokenizer: Any) -> TokenizerBytes:
     """Read the byte string of every token id of a Hugging Face ``tokenizer``."""
-    spec = _backend_json(tokenizer)
+    spec = _backend_spec(tokenizer)
     if spec is None:
         raise TokenizerError(
             f"{type(tokenizer).__name__}: corral needs a Hugging Face tokenizer with a "
