@@ -443,14 +443,20 @@ def utf8_automaton(
             for b, t in trans[q].items():
                 if live[t]:
                     by_target[t] = by_target.get(t, 0) | (1 << b)
-            seqs = [
-                (seq, t)
-                for t, m in by_target.items()
-                for lo, hi in chars_of(m).ranges
-                for seq in utf8_sequences(lo, hi)
-            ]
+            seqs = [(seq, t) for t, m in by_target.items() for seq in sequences_of(m)]
             pending.append((j, frozenset(seqs)))
         return j
+
+    # The same sets of blocks recur from state to state: encode each set once.
+    by_mask: dict[int, list[tuple[tuple[int, int], ...]]] = {}
+
+    def sequences_of(mask: int) -> list[tuple[tuple[int, int], ...]]:
+        out = by_mask.get(mask)
+        if out is None:
+            out = by_mask[mask] = [
+                seq for lo, hi in chars_of(mask).ranges for seq in utf8_sequences(lo, hi)
+            ]
+        return out
 
     def inner_node(seqs: frozenset[tuple[tuple[tuple[int, int], ...], int]]) -> int:
         j = node_index.get(("n", seqs))
@@ -517,10 +523,11 @@ def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndar
     total = n + 1
     # inverse transitions: inv[c][t] -> list of sources
     inv: list[list[list[int]]] = [[[] for _ in range(total)] for _ in range(k)]
-    for s in range(total):
-        row = full[s]
-        for c in range(k):
-            inv[c][int(row[c])].append(s)
+    full_rows = full.tolist()  # plain ints: indexing numpy scalars one by one is slow
+    for c, column in enumerate(full.T.tolist()):
+        inv_c = inv[c]
+        for s, t in enumerate(column):
+            inv_c[t].append(s)
     block_of = [0] * total
     blocks: list[set[int]] = []
     a_set = {s for s in range(total) if acc[s]}
@@ -576,22 +583,23 @@ def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndar
     rep = {b: next(iter(blocks[b])) for b in range(len(blocks))}
     while q:
         b = q.popleft()
-        s = rep[b]
-        for c in range(k):
-            t = block_of[int(full[s, c])]
+        for nxt in full_rows[rep[b]]:
+            t = block_of[nxt]
             if t != sink_block and t not in order:
                 order[t] = len(order)
                 q.append(t)
     m = len(order)
-    new_small = np.full((m, k), -1, np.int32)
+    new_rows = [[-1] * k for _ in range(m)]
     new_acc = np.zeros(m, bool)
     for b, i in order.items():
         s = rep[b]
         new_acc[i] = bool(acc[s])
-        for c in range(k):
-            t = block_of[int(full[s, c])]
+        row = new_rows[i]
+        for c, nxt in enumerate(full_rows[s]):
+            t = block_of[nxt]
             if t != sink_block:
-                new_small[i, c] = order[t]
+                row[c] = order[t]
+    new_small = np.array(new_rows, np.int32).reshape(m, k)
     return new_small[:, byte_class].astype(np.int32), new_acc
 
 
