@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python benchmarks/run.py [--tokenizer llama3] [--docs 200]
-        [--workloads json,arithmetic,sql,clike,lisp]
+        [--workloads json,arithmetic,sql,clike,lisp]  # or sql-syncode,java-syncode,lark-lark,pddl
         [--engines corral,llguidance,xgrammar] [--out benchmarks/results]
 
 For every engine and workload, in one single-threaded process:
@@ -37,6 +37,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -584,10 +585,11 @@ def markdown_report(
             )
     for wl in workloads:
         if wl.skipped:
-            problems.append(
-                f"- {wl.name}: skipped {len(wl.skipped)} documents longer than "
-                f"{args.max_tokens} tokens"
+            why = Counter(
+                "too long" if " tokens > " in r else r.split(" (")[0] for r in wl.skipped.values()
             )
+            shown = ", ".join(f"{n} {reason}" for reason, n in why.most_common())
+            problems.append(f"- {wl.name}: left out {len(wl.skipped)} candidates ({shown})")
     if problems:
         lines += ["", "Rejections and other notes:", "", *problems]
     return "\n".join(lines)
@@ -709,7 +711,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     for wl in workloads:
         log(f"workload {wl.name}: {len(wl.documents)} documents, {wl.n_tokens} tokens"
-            + (f", {len(wl.skipped)} skipped (too long)" if wl.skipped else ""))  # fmt: skip
+            + (f", {len(wl.skipped)} skipped" if wl.skipped else ""))  # fmt: skip
 
     available = []
     for name in engine_names:

@@ -8,7 +8,8 @@ which is also the default (``python benchmarks/schemas.py``). Other options:
 ``--timeout 30`` (s, TTFM limit per schema), ``--replay-timeout 120``,
 ``--engines corral,llguidance,xgrammar,xgrammar-strict,outlines-core`` (the default; an
 engine that is not installed is skipped with a message), ``--guard auto|none|LIST``,
-``--guard-memory-gb 16``, ``--tokenizer llama3``, ``--maskbench DIR``, ``--out DIR``.
+``--guard-memory-gb 16``, ``--tokenizer llama3``, ``--maskbench DIR``, ``--out DIR``, and
+``--ttfm-only`` (step 1 alone: a 600-schema TTFM run takes minutes instead of hours).
 Duration: about 20 s per schema on average with all five engines (a 20-schema run took
 7.5 min on a loaded machine), so 1 to 1.5 hours for 200; most of it is outlines-core and
 non-strict XGrammar compiles, which run twice (guard, then measured), and each timeout
@@ -699,8 +700,11 @@ def run_case(
     timeout_s: float,
     replay_timeout_s: float,
     guard: Guard | None = None,
+    *,
+    replay: bool = True,
 ) -> Result:
-    """TTFM, TBM and correctness of one engine on one schema (``guard`` first, if given)."""
+    """TTFM, TBM and correctness of one engine on one schema (``guard`` first, if given;
+    ``replay=False``: TTFM only)."""
     res = Result(engine.name, case.name, n_instances=len(case.instances))
     if guard is not None:
         status, detail = guard.probe(case.schema_text, timeout_s)
@@ -735,6 +739,8 @@ def run_case(
         res.error = f"returned after {(t2 - t0) / 1e9:.1f} s (not interruptible)"
         return res
     del matcher
+    if not replay:
+        return res
     try:
         with deadline(replay_timeout_s):
             if case.doc is not None:
@@ -836,7 +842,8 @@ def markdown_report(
         f"TTFM (compile + first mask, no cache) in ms over the schemas each engine compiled "
         f"within {args.timeout:g} s; TBM (mask fill) in µs over every position of the "
         f"accepted documents ({n_docs} schemas have a valid instance; final EOS mask "
-        f"included); correctness over {n_inst} test instances.",
+        f"included); correctness over {n_inst} test instances."
+        + (" TBM and correctness not measured (--ttfm-only)." if args.ttfm_only else ""),
         "",
         "| engine | TTFM p50 | p90 | p99 | max | TBM p50 | p75 | p90 | p99 | p99.9 | max "
         "| compile failures | timeouts | passing schemas | invalid accepted | valid rejected "
@@ -852,8 +859,12 @@ def markdown_report(
             f"| {fmt(b.get('p50'))} | {fmt(b.get('p75'))} | {fmt(b.get('p90'))} "
             f"| {fmt(b.get('p99'))} | {fmt(b.get('p99.9'))} | {fmt(b.get('max'))} "
             f"| {s['compile_failures']} | {s['timeouts']} "
-            f"| {s['passing_schemas']}/{s['schemas']} | {s['invalid_accepted']} "
-            f"| {s['valid_rejected']} | {len(s['docs_rejected'])}/{s['docs']} |"
+            + (
+                "| — | — | — | — |"
+                if args.ttfm_only
+                else f"| {s['passing_schemas']}/{s['schemas']} | {s['invalid_accepted']} "
+                f"| {s['valid_rejected']} | {len(s['docs_rejected'])}/{s['docs']} |"
+            )
         )
     # TTFM on the schemas every engine compiled: the like-for-like comparison.
     common = [
@@ -949,6 +960,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--max-tokens", type=int, default=None, help="leave out longer TBM documents")
     ap.add_argument(
+        "--ttfm-only",
+        action="store_true",
+        help="measure TTFM only (no TBM or correctness replays: minutes instead of hours)",
+    )
+    ap.add_argument(
         "--engines",
         default=",".join(SCHEMA_ENGINES),
         help=f"comma-separated, from: {', '.join(SCHEMA_ENGINES)}",
@@ -1037,7 +1053,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i, case in enumerate(cases):
         parts = []
         for name, engine in engines.items():
-            r = run_case(engine, case, args.timeout, args.replay_timeout, guards.get(name))
+            r = run_case(
+                engine,
+                case,
+                args.timeout,
+                args.replay_timeout,
+                guards.get(name),
+                replay=not args.ttfm_only,
+            )
             results[name].append(r)
             ttfm = "-" if r.ttfm_ns is None else f"{r.ttfm_ns / 1e6:.1f}ms"
             parts.append(f"{name} {r.status if r.status != 'ok' else ttfm}")

