@@ -18,9 +18,11 @@ other, so that one engine's heap never counts against another's:
    through the first half of its schema's first valid instance (serialised as
    ``schemas.py`` does, each token preceded by a mask fill, as in decoding), keeping them
    all alive: RSS ``live``; ``(live - compiled) / matchers`` is the memory per live matcher,
-   including the lexer states and token caches that the masks built.
+   including the lexer states and token caches that the masks built, and corral's masks
+   stored by parse state (``automata/mask_cache.py``; reported apart, "stored masks").
 
-RSS is the resident set size from ``/proc/self/statm`` after ``gc.collect()``. Prints a
+RSS is the resident set size from ``/proc/self/statm`` after ``gc.collect()`` and glibc's
+``malloc_trim(0)``. Prints a
 Markdown table and writes JSON to ``benchmarks/results/memory-<tokenizer>-<date>.json``.
 """
 
@@ -30,6 +32,8 @@ import single_thread  # noqa: F401  (first: one thread for every engine)
 
 # isort: split
 import argparse
+import contextlib
+import ctypes
 import datetime
 import gc
 import json
@@ -49,8 +53,13 @@ POOL = 400  # MaskBench files tried, in order, to find --schemas that compile
 
 
 def rss_bytes() -> int:
-    """The resident set size of this process, after a full garbage collection."""
+    """The resident set size of this process, after a full garbage collection and, with
+    glibc, ``malloc_trim(0)`` (which returns freed heap pages to the system, so that memory
+    allocated later shows as growth instead of reusing pages freed earlier, e.g. by the
+    warm-up)."""
     gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/statm", encoding="ascii") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -106,6 +115,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                 break
         live.append(m)
     after_live = rss_bytes()
+    # corral's masks stored by parse state (automata/mask_cache.py), part of "live"
+    mask_cache = sum(getattr(getattr(h, "mask_cache", None), "nbytes", 0) for _, h, _ in compiled)
     return {
         "engine": args.child,
         "vocab_size": len(tok),
@@ -120,6 +131,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "rss_live_mb": after_live / 2**20,
         "per_schema_kb": (after_compile - base) / len(compiled) / 1024,
         "per_matcher_kb": (after_live - after_compile) / len(live) / 1024,
+        "mask_cache_mb": mask_cache / 2**20,
     }
 
 
@@ -127,14 +139,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     """The results as a Markdown table."""
     out = [
         "| engine | schemas | RSS after warm-up (MB) | per compiled schema (KB) "
-        "| matchers | per live matcher (KB) | RSS at the end (MB) |",
-        "|---|--:|--:|--:|--:|--:|--:|",
+        "| matchers | per live matcher (KB) | of which stored masks (MB) | RSS at the end (MB) |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         out.append(
             f"| {r['engine']} | {r['schemas']} | {r['rss_base_mb']:.0f} "
             f"| {r['per_schema_kb']:.0f} | {r['matchers']} | {r['per_matcher_kb']:.1f} "
-            f"| {r['rss_live_mb']:.0f} |"
+            f"| {r['mask_cache_mb']:.1f} | {r['rss_live_mb']:.0f} |"
         )
     return "\n".join(out)
 

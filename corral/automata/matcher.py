@@ -8,6 +8,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from ..errors import CompileBudgetError, CorralError, MatcherStateError, TokenRe
 from .bitmask import as_int, as_int_list, as_numpy_bitmask
 from .chart import Chart
 from .kernels import earley, mask
-from .kernels.layout import ERR_MEMO, FRAME_COLS, MEMO_COLS, MEMO_SIZE
+from .kernels.layout import C_SCRATCH2, ERR_MEMO, FRAME_COLS, MEMO_COLS, MEMO_SIZE, S_HASH
 from .vocabulary import EOS, NORMAL, SPECIAL
 
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ class Matcher:
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
         self.chart = Chart(compiled.tables)
-        self._memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
-        self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         # (n_sets, finished, text length) before each consumed token
         self._history: list[tuple[int, bool, int]] = []
         self._text = bytearray()  # the bytes consumed so far
@@ -101,45 +100,51 @@ class Matcher:
             for e in c.eos_ids.tolist():
                 dst[e >> 5] |= np.uint32(1 << (e & 31))
             return
+        key = chart.S.item(top - 1, S_HASH)
+        cached = c.mask_cache.get(key)
+        if cached is not None:
+            dst[:] = cached
+        else:
+            t0 = time.perf_counter_ns()
+            self._fill_kernel(dst, top)
+            c.mask_cache.offer(key, dst, time.perf_counter_ns() - t0)
+        if (
+            self._check is not None
+            and top == chart.n_sets
+            and chart.accepting(top)
+            and not self._passes_final_check()
+        ):
+            for e in c.eos_ids.tolist():
+                dst[e >> 5] &= ~np.uint32(1 << (e & 31))
+
+    def _fill_kernel(self, dst: np.ndarray, top: int) -> None:
+        """Run the mask kernel for the sets ``0 .. top-1`` into ``dst``, building missing
+        token caches and growing the memo as it asks."""
+        c = self.compiled
+        chart = self.chart
         trie = c.vocab.trie.kernel_arrays  # kernels.layout.TrieArrays
-        states, frames, rk = self._walk_scratch()
+        sc = c.fill_scratch()
         while True:
+            chart.ctx[C_SCRATCH2] = sc.generation  # memo entries of earlier calls go stale
             st = chart.run(
                 mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
-                states, frames, self._memo, rk, dst,
+                sc.states, sc.frames, sc.memo, sc.rk, dst,
             )  # fmt: skip
+            sc.generation = int(chart.ctx[C_SCRATCH2])
             if st == 0:
-                if (
-                    self._check is not None
-                    and top == chart.n_sets
-                    and chart.accepting(top)
-                    and not self._passes_final_check()
-                ):
-                    for e in c.eos_ids.tolist():
-                        dst[e >> 5] &= ~np.uint32(1 << (e & 31))
                 return
             if st > 0:  # a lexer state without a token cache yet
                 c.ensure_cached(chart.lexer_states(top))
             elif st == ERR_MEMO:
-                if self._memo.shape[0] >= _MAX_MEMO:
+                if sc.memo.shape[0] >= _MAX_MEMO:
                     raise CompileBudgetError(
                         "computing this mask explored more than "
                         f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the grammar "
                         "is too ambiguous at this point"
                     )
-                self._memo = np.zeros((2 * self._memo.shape[0], MEMO_COLS), np.int64)
+                sc.memo = np.zeros((2 * sc.memo.shape[0], MEMO_COLS), np.int64)
             else:  # pragma: no cover - nested walks are one level per byte
                 raise CorralError(f"internal error code {st}")
-
-    def _walk_scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._scratch is None:
-            d = self.compiled.vocab.trie.max_depth + 2
-            self._scratch = (
-                np.zeros((d, d), np.int32),
-                np.zeros((d, FRAME_COLS), np.int64),
-                np.zeros(self.compiled.rank_words, np.uint32),
-            )
-        return self._scratch
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed next token ids, sorted (convenience; uses a full mask)."""
@@ -268,8 +273,6 @@ class Matcher:
         new = object.__new__(Matcher)
         new.compiled = self.compiled
         new.chart = self.chart.copy()
-        new._memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
-        new._scratch = None
         new._history = list(self._history)
         new._text = bytearray(self._text)
         new._check = self._check
@@ -383,3 +386,24 @@ def _extends_beyond(trie: Any, data: bytes, start: int) -> bool:
         if node < 0:
             return False
     return int(trie.subtree_end[node]) > node + 1
+
+
+class FillScratch:
+    """The mask kernel's scratch, one per compiled grammar and thread (a fill runs to its
+    end before the next starts on the same thread, whichever matcher it is for).
+
+    ``states`` (``int32 [d, d]``) and ``frames`` (``int64 [d, FRAME_COLS]``), ``d`` the
+    trie's depth + 2: the walks' stacks; ``memo`` (``int64 [2^k, MEMO_COLS]``): explored
+    (node, set hash, lexer state), valid for the call whose generation they carry;
+    ``rk`` (``uint32 [rank words]``): the mask in rank space; ``generation``: the last
+    memo generation handed out, so that no call sees another's entries.
+    """
+
+    __slots__ = ("frames", "generation", "memo", "rk", "states")
+
+    def __init__(self, depth: int, rank_words: int) -> None:
+        self.states = np.zeros((depth, depth), np.int32)
+        self.frames = np.zeros((depth, FRAME_COLS), np.int64)
+        self.memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
+        self.rk = np.zeros(rank_words, np.uint32)
+        self.generation = 0

@@ -1,0 +1,171 @@
+"""The mask cache (``automata/mask_cache.py``): a mask found by the top set's structural
+hash equals the one the kernel computes, at every position of random walks through real
+grammars on real tokenizers; the final check still decides EOS on a cached mask; the
+budget and the storing policy hold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import grammar_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.tokenizers import load_tokenizer, load_vocab
+
+import corral
+from corral import allocate_bitmask, bitmask_to_bool
+from corral.automata.mask_cache import MaskCache
+
+# Words made of several lexemes (``helloWorld`` is RULE ``hello`` then TOKEN ``World``):
+# the masks that walk below lexeme ends, as in Lark's own grammar.
+SPLIT_WORDS = r"""
+start: stmt+
+stmt: (RULE | TOKEN) ":" expr+ _NL
+expr: RULE | TOKEN | STRING | "(" expr+ ")" | expr "|" expr
+RULE: /[a-z_][a-z0-9_]*/
+TOKEN: /[A-Z][A-Z0-9_]*/
+STRING: /"[^"\n]*"/
+_NL: /\n+/
+%ignore " "
+"""
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "items": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+                "required": ["name"],
+            },
+        },
+        "tag": {"enum": ["a", "b", "c"]},
+    },
+    "required": ["items"],
+}
+
+SPECS = {"split-words": SPLIT_WORDS, "json.lark": grammar_text("json"), "schema": SCHEMA}
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama2"])
+def pairs(request):  # type: ignore[no-untyped-def]
+    """``{spec: (cached, uncached)}`` compiled grammars for one tokenizer (each pair
+    lives for the module, so later walks find what earlier ones stored), and
+    ``"tokenizer"``: its name."""
+    vocab = load_vocab(request.param)
+    out = {}
+    for name, spec in SPECS.items():
+        cached = corral.compile(spec, vocab, cache=False)
+        cached.mask_cache.min_cost_ns = 0  # store every mask whose state comes back
+        uncached = corral.compile(spec, vocab, cache=False)
+        uncached.mask_cache.max_bytes = 0
+        out[name] = (cached, uncached)
+    out["tokenizer"] = request.param
+    return out
+
+
+def _allowed(m: corral.Matcher) -> np.ndarray:
+    bm = allocate_bitmask(1, m.vocab_size)
+    m.fill_bitmask(bm, 0)
+    return bitmask_to_bool(bm, m.vocab_size)[0]
+
+
+@settings(max_examples=12, deadline=None)
+@given(spec=st.sampled_from(sorted(SPECS)), seed=st.integers(0, 2**32 - 1))
+def test_cached_masks_equal_computed_masks(pairs, spec, seed) -> None:  # type: ignore[no-untyped-def]
+    cached, uncached = pairs[spec]
+    rng = np.random.default_rng(seed)
+    a, b = cached.matcher(), uncached.matcher()
+    eos = set(cached.vocab.eos_token_ids)
+    for _ in range(40):
+        got, want = _allowed(a), _allowed(b)
+        assert np.array_equal(got, want)
+        choices = [t for t in np.flatnonzero(want).tolist() if t not in eos]
+        if not choices:
+            break
+        t = int(rng.choice(choices))
+        a.consume(t)
+        b.consume(t)
+    assert uncached.mask_cache.hits == 0 and len(uncached.mask_cache) == 0
+
+
+def test_walks_reuse_stored_masks(pairs) -> None:  # type: ignore[no-untyped-def]
+    """The same document twice: the second pass finds every mask it needs stored."""
+    cached, _ = pairs["split-words"]
+    tok = load_tokenizer(pairs["tokenizer"])
+    text = 'start: helloWorld FOO_bar "x" | (aB)\nrule: TOKEN\n'
+    ids = tok.encode(text, add_special_tokens=False)
+    for _ in range(3):
+        m = cached.matcher()
+        for t in ids:
+            _allowed(m)
+            m.consume(t)
+    before = cached.mask_cache.hits
+    m = cached.matcher()
+    for t in ids:
+        _allowed(m)
+        m.consume(t)
+    assert cached.mask_cache.hits - before == len(ids)
+
+
+@pytest.mark.parametrize("first", ["[1,2]", "[1,1]"])
+def test_final_check_decides_eos_on_a_cached_mask(first: str) -> None:
+    """``uniqueItems`` is checked on the text: ``[1,1]`` and ``[1,2]`` end in sets with the
+    same hash, and the stored mask is the kernel's (EOS in), whichever came first."""
+    tok, vocab = load_tokenizer("gpt2"), load_vocab("gpt2")
+    g = corral.compile(
+        {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, vocab, cache=False
+    )
+    g.mask_cache.min_cost_ns = 0
+    eos = vocab.eos_token_ids[0]
+    second = "[1,1]" if first == "[1,2]" else "[1,2]"
+    seen = []
+    for text in (first, second):
+        m = g.matcher()
+        m.consume_tokens(tok.encode(text, add_special_tokens=False))
+        seen.append(bool(_allowed(m)[eos]))
+    assert g.mask_cache.hits >= 1
+    assert seen == [first == "[1,2]", second == "[1,2]"]
+
+
+def test_budget_and_policy() -> None:
+    cache = MaskCache(words=4, max_bytes=3 * 16, min_cost_ns=100)
+    masks = [np.full(4, i, np.uint32) for i in range(8)]
+    cache.offer(1, masks[1], cost_ns=10)  # cheap, first sighting: not stored
+    assert cache.get(1) is None
+    cache.offer(1, masks[1], cost_ns=10)  # cheap, back again: stored
+    for key in (2, 3, 4):
+        cache.offer(key, masks[key], cost_ns=1000)  # costly: stored at once
+    assert len(cache) == 3 and cache.nbytes <= cache.max_bytes
+    assert cache.get(1) is None  # the cheap entry went first
+    assert np.array_equal(cache.get(2), masks[2]) and np.array_equal(cache.get(4), masks[4])
+    cache.offer(5, masks[5], cost_ns=1000)  # then the oldest costly one
+    assert cache.get(2) is None and len(cache) == 3
+    stored = cache.get(3)
+    assert stored is not None and not stored.flags.writeable
+    masks[3][:] = 99  # the cache keeps its own copy
+    assert np.array_equal(cache.get(3), np.full(4, 3, np.uint32))
+    off = MaskCache(words=4, max_bytes=0)
+    off.offer(5, masks[5], cost_ns=10**9)
+    assert len(off) == 0 and off.get(5) is None
+
+
+def test_matchers_interleaved_on_one_thread_share_scratch_safely() -> None:
+    """Matchers of one grammar share the kernel's scratch on a thread (memo included):
+    two at the same positions, filled alternately, each get the full mask."""
+    tok, vocab = load_tokenizer("gpt2"), load_vocab("gpt2")
+    g = corral.compile(SPLIT_WORDS, vocab, cache=False)
+    g.mask_cache.max_bytes = 0
+    ref = corral.compile(SPLIT_WORDS, vocab, cache=False)
+    ref.mask_cache.max_bytes = 0
+    ids = tok.encode(
+        'start: helloWorld FOO_bar "x" | (aB)\nrule: TOKEN\n', add_special_tokens=False
+    )
+    a, b, r = g.matcher(), g.matcher(), ref.matcher()
+    for t in ids:
+        want = _allowed(r)
+        assert np.array_equal(_allowed(a), want)
+        assert np.array_equal(_allowed(b), want)
+        for m in (a, b, r):
+            m.consume(t)
