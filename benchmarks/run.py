@@ -226,7 +226,7 @@ def run_cell(engine: Engine, workload: Workload, compile_reps: int) -> Cell:
         gc.collect()
         t0 = time.perf_counter_ns()
         try:
-            factory = engine.compile(workload.lark_text, workload.name)
+            factory = engine.compile(workload.grammar_text(engine.name), workload.name)
         except NotApplicableError as e:
             cell.status, cell.error = "n/a", str(e)
             return cell
@@ -571,7 +571,12 @@ def markdown_report(
                 f"| {a['max_popcount_diff']:,} |"
             )
     # problems
-    problems = []
+    problems = [
+        f"- {c.engine} / {c.workload}: grammar ported: {wl.dialect_texts[c.engine][1]}"
+        for wl in workloads
+        for c in cells
+        if c.workload == wl.name and c.engine in wl.dialect_texts
+    ]
     for c in cells:
         if c.status != "ok":
             problems.append(f"- {c.engine} / {c.workload}: {c.status}: {c.error[:300]}")

@@ -50,10 +50,14 @@ class Workload:
     Attributes:
         name: workload name (``json``, ``sql``, ...).
         grammar_file: the Lark grammar's file name under ``tests/data/grammars``.
-        lark_text: the Lark grammar text, given as-is to every engine.
+        lark_text: the Lark grammar text, given as-is to every engine not in
+            ``dialect_texts``.
         documents: the documents to replay, in a deterministic order.
         source: a short description of where the documents come from.
         skipped: ``doc_id -> reason`` for candidate documents left out (too long, ...).
+        dialect_texts: ``engine name -> (grammar text, one-line description)``: the same
+            grammar ported to that engine's dialect, which the engine runs instead of
+            ``lark_text`` (the description goes into the report's notes).
     """
 
     name: str
@@ -62,6 +66,12 @@ class Workload:
     documents: list[Document]
     source: str
     skipped: dict[str, str] = field(default_factory=dict)
+    dialect_texts: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def grammar_text(self, engine: str) -> str:
+        """The grammar text ``engine`` runs: its port if there is one, else ``lark_text``."""
+        port = self.dialect_texts.get(engine)
+        return self.lark_text if port is None else port[0]
 
     @property
     def n_tokens(self) -> int:
