@@ -152,8 +152,9 @@ def test_budget_and_policy() -> None:
 
 
 def test_matchers_interleaved_on_one_thread_share_scratch_safely() -> None:
-    """Matchers of one grammar share the kernel's scratch on a thread (memo included):
-    two at the same positions, filled alternately, each get the full mask."""
+    """Matchers share the kernel's scratch on a thread (memo included), across grammars of
+    one vocabulary: two at the same positions, filled alternately with a matcher of
+    another grammar, each get the full mask."""
     tok, vocab = load_tokenizer("gpt2"), load_vocab("gpt2")
     g = corral.compile(SPLIT_WORDS, vocab, cache=False)
     g.mask_cache.max_bytes = 0
@@ -162,10 +163,12 @@ def test_matchers_interleaved_on_one_thread_share_scratch_safely() -> None:
     ids = tok.encode(
         'start: helloWorld FOO_bar "x" | (aB)\nrule: TOKEN\n', add_special_tokens=False
     )
+    other = corral.compile(grammar_text("json"), vocab, cache=False).matcher()
     a, b, r = g.matcher(), g.matcher(), ref.matcher()
     for t in ids:
         want = _allowed(r)
         assert np.array_equal(_allowed(a), want)
+        _allowed(other)
         assert np.array_equal(_allowed(b), want)
         for m in (a, b, r):
             m.consume(t)

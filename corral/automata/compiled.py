@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import threading
 import warnings
 from typing import Any
 
@@ -22,7 +21,7 @@ from ..grammar.ir import Grammar
 from . import cache_file
 from .bitmask import bitmask_words
 from .mask_cache import MaskCache
-from .matcher import FillScratch, Matcher
+from .matcher import Matcher
 from .state_cache import StateEntry
 from .subtree_memo import SubtreeMemo
 from .tables import Tables, build_tables
@@ -61,7 +60,6 @@ class CompiledGrammar:
         self._scratch: tuple[np.ndarray, ...] | None = None
         self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
-        self._fill_local = threading.local()  # FillScratch per thread
 
     def __repr__(self) -> str:
         return (
@@ -72,15 +70,6 @@ class CompiledGrammar:
     def matcher(self) -> Matcher:
         """A new matcher at the start of the grammar."""
         return Matcher(self)
-
-    def fill_scratch(self) -> FillScratch:
-        """The mask kernel's scratch for the calling thread (shared by this grammar's
-        matchers on that thread: one fill runs at a time there)."""
-        scratch: FillScratch | None = getattr(self._fill_local, "scratch", None)
-        if scratch is None:
-            scratch = FillScratch(self.vocab.trie.max_depth + 2, self.rank_words)
-            self._fill_local.scratch = scratch
-        return scratch
 
     # -- token caches of lexer states -------------------------------------------------------
     def ensure_cached(self, states: Any) -> None:

@@ -8,6 +8,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 _MAX_FORCED_BYTES = 4096
 _MAX_MEMO = 1 << 22
+_KEEP_MEMO = 1 << 19  # a thread keeps a memo grown up to this many slots (12 MB)
+_LOCAL = threading.local()
 
 
 class Matcher:
@@ -123,28 +126,32 @@ class Matcher:
         c = self.compiled
         chart = self.chart
         trie = c.vocab.trie.kernel_arrays  # kernels.layout.TrieArrays
-        sc = c.fill_scratch()
-        while True:
-            chart.ctx[C_SCRATCH2] = sc.generation  # memo entries of earlier calls go stale
-            st = chart.run(
-                mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
-                sc.states, sc.frames, sc.memo, sc.rk, dst,
-            )  # fmt: skip
-            sc.generation = int(chart.ctx[C_SCRATCH2])
-            if st == 0:
-                return
-            if st > 0:  # a lexer state without a token cache yet
-                c.ensure_cached(chart.lexer_states(top))
-            elif st == ERR_MEMO:
-                if sc.memo.shape[0] >= _MAX_MEMO:
-                    raise CompileBudgetError(
-                        "computing this mask explored more than "
-                        f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the grammar "
-                        "is too ambiguous at this point"
-                    )
-                sc.memo = np.zeros((2 * sc.memo.shape[0], MEMO_COLS), np.int64)
-            else:  # pragma: no cover - nested walks are one level per byte
-                raise CorralError(f"internal error code {st}")
+        sc = fill_scratch(c.vocab.trie.max_depth + 2, c.rank_words)
+        try:
+            while True:
+                chart.ctx[C_SCRATCH2] = sc.generation  # memo entries of earlier calls go stale
+                st = chart.run(
+                    mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
+                    sc.states, sc.frames, sc.memo, sc.rk, dst,
+                )  # fmt: skip
+                sc.generation = int(chart.ctx[C_SCRATCH2])
+                if st == 0:
+                    return
+                if st > 0:  # a lexer state without a token cache yet
+                    c.ensure_cached(chart.lexer_states(top))
+                elif st == ERR_MEMO:
+                    if sc.memo.shape[0] >= _MAX_MEMO:
+                        raise CompileBudgetError(
+                            "computing this mask explored more than "
+                            f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the grammar "
+                            "is too ambiguous at this point"
+                        )
+                    sc.memo = np.zeros((2 * sc.memo.shape[0], MEMO_COLS), np.int64)
+                else:  # pragma: no cover - nested walks are one level per byte
+                    raise CorralError(f"internal error code {st}")
+        finally:
+            if sc.memo.shape[0] > _KEEP_MEMO:  # a rare, very ambiguous mask: give it back
+                sc.memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed next token ids, sorted (convenience; uses a full mask)."""
@@ -388,9 +395,21 @@ def _extends_beyond(trie: Any, data: bytes, start: int) -> bool:
     return int(trie.subtree_end[node]) > node + 1
 
 
+def fill_scratch(depth: int, rank_words: int) -> FillScratch:
+    """The calling thread's mask-kernel scratch for a vocabulary whose trie has depth
+    ``depth - 2`` and ``rank_words`` rank-space words (shared by every matcher of every
+    grammar of that vocabulary on the thread: a fill runs to its end before the next)."""
+    by_vocab: dict[tuple[int, int], FillScratch] | None = getattr(_LOCAL, "scratch", None)
+    if by_vocab is None:
+        by_vocab = _LOCAL.scratch = {}
+    scratch = by_vocab.get((depth, rank_words))
+    if scratch is None:
+        scratch = by_vocab[(depth, rank_words)] = FillScratch(depth, rank_words)
+    return scratch
+
+
 class FillScratch:
-    """The mask kernel's scratch, one per compiled grammar and thread (a fill runs to its
-    end before the next starts on the same thread, whichever matcher it is for).
+    """The mask kernel's scratch (see :func:`fill_scratch`).
 
     ``states`` (``int32 [d, d]``) and ``frames`` (``int64 [d, FRAME_COLS]``), ``d`` the
     trie's depth + 2: the walks' stacks; ``memo`` (``int64 [2^k, MEMO_COLS]``): explored
