@@ -1,7 +1,8 @@
 """The mask cache (``automata/mask_cache.py``): a mask found by the top set's structural
 hash equals the one the kernel computes, at every position of random walks through real
 grammars on real tokenizers; the final check still decides EOS on a cached mask; the
-budget and the storing policy hold."""
+budget and the storing policy hold. And the mask kernel's scratch, shared by matchers on
+a thread: interleaved matchers and a memo that must grow keep masks exact."""
 
 from __future__ import annotations
 
@@ -172,3 +173,27 @@ def test_matchers_interleaved_on_one_thread_share_scratch_safely() -> None:
         assert np.array_equal(_allowed(b), want)
         for m in (a, b, r):
             m.consume(t)
+
+
+def test_a_full_memo_grows_and_the_mask_stays_exact() -> None:
+    """A memo too small for a mask makes the kernel ask for a larger one; the retried
+    mask is the same as with a large memo."""
+    from corral.automata.kernels.layout import MEMO_COLS
+    from corral.automata.matcher import fill_scratch
+
+    tok, vocab = load_tokenizer("gpt2"), load_vocab("gpt2")
+    g = corral.compile(SPLIT_WORDS, vocab, cache=False)
+    g.mask_cache.max_bytes = 0
+    ids = tok.encode(
+        'start: helloWorld FOO_bar "x" | (aB)\nrule: TOKEN\n', add_special_tokens=False
+    )
+    scratch = fill_scratch(vocab.trie.max_depth + 2, g.rank_words)
+    m = g.matcher()
+    grew = False
+    for t in ids:
+        want = _allowed(m)
+        scratch.memo = np.zeros((4, MEMO_COLS), np.int64)
+        assert np.array_equal(_allowed(m), want)
+        grew |= scratch.memo.shape[0] > 4
+        m.consume(t)
+    assert grew
