@@ -38,7 +38,10 @@ class Chart:
 
     __slots__ = ("L", "P", "S", "ctx", "gt", "lex_trans", "n_sets", "sorig", "stamp")
 
-    def __init__(self, tables: Tables) -> None:
+    def __init__(self, tables: Tables, rows: tuple[int, int] = (0, 0)) -> None:
+        """``rows``: the parser and lexeme item rows to start with (at least
+        ``_INITIAL_ROWS``; a grammar's matchers start where earlier ones grew to, so
+        that their first masks do not grow the chart and run again)."""
         self.gt = tables.gt
         self.lex_trans = tables.lex_trans
         self.P, self.L, self.S, self.stamp, self.sorig, self.ctx = earley.new_chart(
@@ -46,8 +49,8 @@ class Chart:
             tables.n_lexer_states,
             tables.n_terminals,
             tables.n_nonterminals,
-            _INITIAL_ROWS,
-            _INITIAL_ROWS,
+            max(_INITIAL_ROWS, rows[0]),
+            max(_INITIAL_ROWS, rows[1]),
             _INITIAL_ROWS,
         )
         self.n_sets = 0

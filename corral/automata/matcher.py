@@ -40,7 +40,7 @@ class Matcher:
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
-        self.chart = Chart(compiled.tables)
+        self.chart = Chart(compiled.tables, compiled.chart_rows)
         # (n_sets, finished, text length) before each consumed token
         self._history: list[tuple[int, bool, int]] = []
         self._text = bytearray()  # the bytes consumed so far
@@ -136,6 +136,7 @@ class Matcher:
                 )  # fmt: skip
                 sc.generation = int(chart.ctx[C_SCRATCH2])
                 if st == 0:
+                    c.note_chart_rows(chart.P.shape[0], chart.L.shape[0])
                     return
                 if st > 0:  # a lexer state without a token cache yet
                     c.ensure_cached(chart.lexer_states(top))
