@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import threading
 import warnings
 from typing import Any
 
@@ -29,6 +30,7 @@ from .token_caches import TokenCaches
 from .vocabulary import SPECIAL, Vocabulary
 
 _DENSE_FRACTION = 1 / 16  # cache a state's tokens as a bitmask when more than V/16 stay alive
+_LOCAL = threading.local()
 _MAX_START_ROWS = 8192  # 256 KB per item array
 _SIGNATURE_STATES = 160  # share a state's cache only if its description is this small
 
@@ -123,16 +125,14 @@ class CompiledGrammar:
         if self._scratch is None:
             G = lt.n_lexer_states
             self._scratch = (
-                np.zeros(2 * max(1, trie.n_nodes), np.int32),
-                np.zeros(2 * max(1, trie.n_nodes), np.int32),
                 np.full(G, -1, np.int32),
                 np.full(G, -3, np.int32),
                 np.zeros((G, 2), np.int64),
                 np.zeros(G, np.int32),
                 np.full((G, 2), -1, np.int32),
             )
-        dead, ends_buf = self._scratch[0], self._scratch[1]
-        walk_memo = self._scratch[2:]  # kernels.layout.WalkMemo: run, step, excl, skip, mb
+        dead, ends_buf = _walk_buffers(trie.n_nodes)
+        walk_memo = self._scratch  # kernels.layout.WalkMemo: run, step, excl, skip, mb
         sm = self._subtrees
         n_dead, n_ends, n_tok = lexer_state_walk(
             lt.gt,
@@ -248,6 +248,21 @@ def _end_block(pairs: np.ndarray, node_byte: np.ndarray) -> np.ndarray:
     order = np.argsort(b, kind="stable")
     offsets = np.searchsorted(b[order], np.arange(257)).astype(np.int32)
     return np.concatenate([offsets, pairs[order].reshape(-1).astype(np.int32)])
+
+
+def _walk_buffers(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The calling thread's output buffers of a token-cache walk over a trie of ``n_nodes``
+    nodes (``int32 [2 * n_nodes]`` each: dead rank pairs, end edges; 2.2 MB each with
+    Llama-3), shared by every grammar's walks on the thread: each walk's results are
+    copied out before the next."""
+    by_size: dict[int, tuple[np.ndarray, np.ndarray]] | None = getattr(_LOCAL, "walk", None)
+    if by_size is None:
+        by_size = _LOCAL.walk = {}
+    bufs = by_size.get(n_nodes)
+    if bufs is None:
+        size = 2 * max(1, n_nodes)
+        bufs = by_size[n_nodes] = (np.zeros(size, np.int32), np.zeros(size, np.int32))
+    return bufs
 
 
 def _special_terminals(grammar: Grammar, vocab: Vocabulary) -> dict[str, int]:
