@@ -24,6 +24,7 @@ from .kernels.layout import ERR_L, ERR_P, ERR_S, L_STATE, S_ACCEPT, S_L, S_P
 from .tables import Tables
 
 _INITIAL_ROWS = 512
+MAX_START_ROWS = 8192  # most item rows a new chart starts with (256 KB per array)
 
 
 class Chart:
@@ -36,12 +37,14 @@ class Chart:
             :meth:`run` calls.
     """
 
-    __slots__ = ("L", "P", "S", "ctx", "gt", "lex_trans", "n_sets", "sorig", "stamp")
+    __slots__ = ("L", "P", "S", "ctx", "gt", "lex_trans", "n_sets", "rows", "sorig", "stamp")
 
-    def __init__(self, tables: Tables, rows: tuple[int, int] = (0, 0)) -> None:
-        """``rows``: the parser and lexeme item rows to start with (at least
-        ``_INITIAL_ROWS``; a grammar's matchers start where earlier ones grew to, so
-        that their first masks do not grow the chart and run again)."""
+    def __init__(self, tables: Tables, rows: list[int] | None = None) -> None:
+        """``rows``: ``[parser item rows, lexeme item rows]`` to start with (at least
+        ``_INITIAL_ROWS``), raised here when the chart grows (up to ``MAX_START_ROWS``):
+        a grammar's matchers share one such list, so that they start where earlier ones
+        grew to and their first masks do not grow the chart and run again."""
+        self.rows = rows if rows is not None else [0, 0]
         self.gt = tables.gt
         self.lex_trans = tables.lex_trans
         self.P, self.L, self.S, self.stamp, self.sorig, self.ctx = earley.new_chart(
@@ -49,8 +52,8 @@ class Chart:
             tables.n_lexer_states,
             tables.n_terminals,
             tables.n_nonterminals,
-            max(_INITIAL_ROWS, rows[0]),
-            max(_INITIAL_ROWS, rows[1]),
+            max(_INITIAL_ROWS, self.rows[0]),
+            max(_INITIAL_ROWS, self.rows[1]),
             _INITIAL_ROWS,
         )
         self.n_sets = 0
@@ -83,8 +86,10 @@ class Chart:
     def _grow(self, code: int) -> None:
         if code == ERR_P:
             self.P = _grow_rows(self.P)
+            self.rows[0] = max(self.rows[0], min(self.P.shape[0], MAX_START_ROWS))
         elif code == ERR_L:
             self.L = _grow_rows(self.L)
+            self.rows[1] = max(self.rows[1], min(self.L.shape[0], MAX_START_ROWS))
         elif code == ERR_S:
             self.S = _grow_rows(self.S)
         else:  # pragma: no cover
@@ -110,7 +115,7 @@ class Chart:
     def copy(self) -> Chart:
         """An independent chart holding the same sets (scratch arrays fresh)."""
         new = object.__new__(Chart)
-        new.gt, new.lex_trans = self.gt, self.lex_trans
+        new.gt, new.lex_trans, new.rows = self.gt, self.lex_trans, self.rows
         top = self.n_sets
         new.P = _copy_rows(self.P, int(self.S[top, S_P]))
         new.L = _copy_rows(self.L, int(self.S[top, S_L]))

@@ -31,7 +31,6 @@ from .vocabulary import SPECIAL, Vocabulary
 
 _DENSE_FRACTION = 1 / 16  # cache a state's tokens as a bitmask when more than V/16 stay alive
 _LOCAL = threading.local()
-_MAX_START_ROWS = 8192  # 256 KB per item array
 _SIGNATURE_STATES = 160  # share a state's cache only if its description is this small
 
 
@@ -63,7 +62,7 @@ class CompiledGrammar:
         self._scratch: tuple[np.ndarray, ...] | None = None
         self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
-        self.chart_rows = (0, 0)  # item rows new matchers' charts start with
+        self.chart_rows = [0, 0]  # item rows new matchers' charts start with (chart.py)
 
     def __repr__(self) -> str:
         return (
@@ -74,16 +73,6 @@ class CompiledGrammar:
     def matcher(self) -> Matcher:
         """A new matcher at the start of the grammar."""
         return Matcher(self)
-
-    def note_chart_rows(self, p_rows: int, l_rows: int) -> None:
-        """Record that a matcher's mask needed a chart of ``p_rows`` parser and ``l_rows``
-        lexeme item rows; new matchers start with as many, up to ``_MAX_START_ROWS``."""
-        p, l_ = self.chart_rows
-        if p_rows > p or l_rows > l_:
-            self.chart_rows = (
-                min(max(p, p_rows), _MAX_START_ROWS),
-                min(max(l_, l_rows), _MAX_START_ROWS),
-            )
 
     # -- token caches of lexer states -------------------------------------------------------
     def ensure_cached(self, states: Any) -> None:

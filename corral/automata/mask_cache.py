@@ -15,12 +15,11 @@ bits). A collision would give a wrong mask, never a wrong output: :meth:`Matcher
 parses every token itself and refuses one the grammar does not allow.
 
 What is stored, within ``max_bytes`` per compiled grammar: a mask that took at least
-``min_cost_ns`` to compute, at once; a cheaper one when its state comes back (computed a
-second time), so that states seen once (most positions of a document under a JSON
-Schema) do not fill the budget with masks that cost about as much to store as to compute.
-When the budget is full the oldest cheap entry goes first, then the oldest costly one.
-The mask stored is the kernel's, before the grammar's final check (which depends on the
-text) is applied.
+``min_cost_ns`` (0.5 ms) to compute, at once; a cheaper one when its state comes back
+(computed a second time), so that states seen once (most positions of a document under
+a JSON Schema) cost no copy and do not fill the budget. When the budget is full the
+oldest cheap entry goes first, then the oldest costly one. The mask stored is the
+kernel's, before the grammar's final check (which depends on the text) is applied.
 """
 
 from __future__ import annotations
@@ -30,8 +29,8 @@ import threading
 import numpy as np
 
 DEFAULT_MAX_BYTES = 16 << 20
-DEFAULT_MIN_COST_NS = 50_000
-_MAX_SEEN = 1 << 16
+DEFAULT_MIN_COST_NS = 500_000
+_MAX_SEEN = 1 << 12
 
 
 class MaskCache:
@@ -40,9 +39,12 @@ class MaskCache:
     Thread-safe: lookups are dict reads; stores and evictions take a lock.
 
     Attributes:
+        masks: ``{key: mask}``, the stored masks (read-only arrays); look up with
+            ``masks.get(key)`` (the matcher does, on every mask).
         max_bytes: the budget for stored masks (``0`` turns the cache off).
-        min_cost_ns: store a mask only if computing it took at least this long.
-        hits, misses, stores: counters since creation.
+        min_cost_ns: store a mask at once if computing it took at least this long (else
+            when its state comes back).
+        hits, stores: counters since creation (``hits`` counted by the caller).
     """
 
     def __init__(
@@ -51,30 +53,27 @@ class MaskCache:
         self.words = words
         self.max_bytes = max_bytes
         self.min_cost_ns = min_cost_ns
-        self._costly: dict[int, np.ndarray] = {}  # in insertion order, oldest first
-        self._cheap: dict[int, np.ndarray] = {}
+        self.masks: dict[int, np.ndarray] = {}
+        # the keys of ``masks`` by kind, oldest first (dicts as ordered sets)
+        self._costly: dict[int, None] = {}
+        self._cheap: dict[int, None] = {}
         self._seen: set[int] = set()  # keys of cheap masks computed once
         self._lock = threading.Lock()
         self.hits = 0
-        self.misses = 0
         self.stores = 0
 
     def __len__(self) -> int:
-        return len(self._costly) + len(self._cheap)
+        return len(self.masks)
 
     @property
     def nbytes(self) -> int:
         """Bytes held by stored masks."""
-        return len(self) * 4 * self.words
+        return len(self.masks) * 4 * self.words
 
     def get(self, key: int) -> np.ndarray | None:
         """The stored mask for top-set hash ``key`` (read-only), or ``None``."""
-        found = self._costly.get(key)
-        if found is None:
-            found = self._cheap.get(key)
-        if found is None:
-            self.misses += 1
-        else:
+        found = self.masks.get(key)
+        if found is not None:
             self.hits += 1
         return found
 
@@ -93,16 +92,20 @@ class MaskCache:
         stored = mask.copy()
         stored.flags.writeable = False
         with self._lock:
-            while len(self) and (len(self) + 1) * entry > self.max_bytes:
+            while self.masks and (len(self.masks) + 1) * entry > self.max_bytes:
                 oldest = self._cheap if self._cheap else self._costly
-                del oldest[next(iter(oldest))]
-            (self._costly if costly else self._cheap)[key] = stored
+                old = next(iter(oldest))
+                del oldest[old]
+                del self.masks[old]
+            self.masks[key] = stored
+            (self._costly if costly else self._cheap)[key] = None
             self._seen.discard(key)
             self.stores += 1
 
     def clear(self) -> None:
         """Drop every stored mask (the counters stay)."""
         with self._lock:
+            self.masks.clear()
             self._costly.clear()
             self._cheap.clear()
             self._seen.clear()

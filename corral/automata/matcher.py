@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 _MAX_FORCED_BYTES = 4096
 _MAX_MEMO = 1 << 22
 _KEEP_MEMO = 1 << 19  # a thread keeps a memo grown up to this many slots (12 MB)
-_LOCAL = threading.local()
+_SCRATCH: dict[tuple[int, int, int], FillScratch] = {}  # by (thread, depth, rank words)
+_SCRATCH_LOCK = threading.Lock()
 
 
 class Matcher:
@@ -40,7 +41,7 @@ class Matcher:
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
-        self.chart = Chart(compiled.tables, compiled.chart_rows)
+        self.chart = Chart(compiled.tables, compiled.chart_rows)  # grows chart_rows too
         # (n_sets, finished, text length) before each consumed token
         self._history: list[tuple[int, bool, int]] = []
         self._text = bytearray()  # the bytes consumed so far
@@ -104,13 +105,15 @@ class Matcher:
                 dst[e >> 5] |= np.uint32(1 << (e & 31))
             return
         key = chart.S.item(top - 1, S_HASH)
-        cached = c.mask_cache.get(key)
+        stored = c.mask_cache
+        cached = stored.masks.get(key)
         if cached is not None:
+            stored.hits += 1
             dst[:] = cached
         else:
             t0 = time.perf_counter_ns()
             self._fill_kernel(dst, top)
-            c.mask_cache.offer(key, dst, time.perf_counter_ns() - t0)
+            stored.offer(key, dst, time.perf_counter_ns() - t0)
         if (
             self._check is not None
             and top == chart.n_sets
@@ -127,32 +130,37 @@ class Matcher:
         chart = self.chart
         trie = c.vocab.trie.kernel_arrays  # kernels.layout.TrieArrays
         sc = fill_scratch(c.vocab.trie.max_depth + 2, c.rank_words)
-        try:
-            while True:
-                chart.ctx[C_SCRATCH2] = sc.generation  # memo entries of earlier calls go stale
-                st = chart.run(
-                    mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
-                    sc.states, sc.frames, sc.memo, sc.rk, dst,
-                )  # fmt: skip
-                sc.generation = int(chart.ctx[C_SCRATCH2])
-                if st == 0:
-                    c.note_chart_rows(chart.P.shape[0], chart.L.shape[0])
+        ctx = chart.ctx
+        while True:
+            ctx[C_SCRATCH2] = sc.generation  # memo entries of earlier calls go stale
+            st = chart.run(
+                mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
+                sc.states, sc.frames, sc.memo, sc.rk, dst,
+            )  # fmt: skip
+            sc.generation = ctx.item(C_SCRATCH2)
+            if st == 0:
+                return
+            if st > 0:  # a lexer state without a token cache yet
+                c.ensure_cached(chart.lexer_states(top))
+            elif st == ERR_MEMO:
+                n = sc.memo.shape[0]
+                if n >= _MAX_MEMO:
+                    sc.memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)  # give it back
+                    raise CompileBudgetError(
+                        "computing this mask explored more than "
+                        f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the grammar "
+                        "is too ambiguous at this point"
+                    )
+                # a memo grown past _KEEP_MEMO serves this mask, then goes back to the start
+                sc.memo = np.zeros((2 * n, MEMO_COLS), np.int64)
+                if 2 * n > _KEEP_MEMO:
+                    try:
+                        self._fill_kernel(dst, top)
+                    finally:
+                        sc.memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
                     return
-                if st > 0:  # a lexer state without a token cache yet
-                    c.ensure_cached(chart.lexer_states(top))
-                elif st == ERR_MEMO:
-                    if sc.memo.shape[0] >= _MAX_MEMO:
-                        raise CompileBudgetError(
-                            "computing this mask explored more than "
-                            f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the grammar "
-                            "is too ambiguous at this point"
-                        )
-                    sc.memo = np.zeros((2 * sc.memo.shape[0], MEMO_COLS), np.int64)
-                else:  # pragma: no cover - nested walks are one level per byte
-                    raise CorralError(f"internal error code {st}")
-        finally:
-            if sc.memo.shape[0] > _KEEP_MEMO:  # a rare, very ambiguous mask: give it back
-                sc.memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
+            else:  # pragma: no cover - nested walks are one level per byte
+                raise CorralError(f"internal error code {st}")
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed next token ids, sorted (convenience; uses a full mask)."""
@@ -400,13 +408,18 @@ def fill_scratch(depth: int, rank_words: int) -> FillScratch:
     """The calling thread's mask-kernel scratch for a vocabulary whose trie has depth
     ``depth - 2`` and ``rank_words`` rank-space words (shared by every matcher of every
     grammar of that vocabulary on the thread: a fill runs to its end before the next)."""
-    by_vocab: dict[tuple[int, int], FillScratch] | None = getattr(_LOCAL, "scratch", None)
-    if by_vocab is None:
-        by_vocab = _LOCAL.scratch = {}
-    scratch = by_vocab.get((depth, rank_words))
+    key = (threading.get_ident(), depth, rank_words)
+    scratch = _SCRATCH.get(key)
     if scratch is None:
-        scratch = by_vocab[(depth, rank_words)] = FillScratch(depth, rank_words)
+        with _SCRATCH_LOCK:
+            for k in [k for k in _SCRATCH if not _thread_alive(k[0])]:
+                del _SCRATCH[k]  # threads that ended
+            scratch = _SCRATCH[key] = FillScratch(depth, rank_words)
     return scratch
+
+
+def _thread_alive(ident: int) -> bool:
+    return any(t.ident == ident for t in threading.enumerate())
 
 
 class FillScratch:

@@ -85,7 +85,7 @@ KIND_MISSING, KIND_DENSE, KIND_SPARSE = 0, 1, 2
 # -- mask walks (kernels/mask.py) -----------------------------------------------------------
 ERR_DEPTH = -4  # nested walk deeper than the scratch (cannot happen: one level per byte)
 ERR_MEMO = -5  # the memo is full: call again with a larger one
-MEMO_SIZE = 1 << 16  # initial slots of a thread's memo of explored (node, set hash, state): 1.5 MB
+MEMO_SIZE = 4096  # initial slots of a thread's memo of explored (node, set hash, state)
 MM_KEY, MM_NODE, MM_GEN = 0, 1, 2  # memo columns: hash of (set, state), node, generation
 MEMO_COLS = 3
 # frame columns (one frame per nesting level of walks): lexer state; anchor node whose
