@@ -57,7 +57,14 @@ from engines import (  # noqa: E402
     MatcherFactory,
     NotApplicableError,
 )
-from workloads import ALL_WORKLOADS, DEFAULT_MASKBENCH_DIR, REPO_ROOT, Document, Workload  # noqa: E402
+from workloads import (  # noqa: E402
+    ALL_WORKLOADS,
+    DEFAULT_MASKBENCH_DIR,
+    REAL_WORKLOADS,
+    REPO_ROOT,
+    Document,
+    Workload,
+)
 
 DEFAULT_TOKENIZERS_DIR = REPO_ROOT.parent / "shared" / "tokenizers"
 REFERENCE_ENGINE = "corral"
@@ -218,9 +225,18 @@ class Cell:
         return [{"doc": doc, "position": i, "us": t / 1e3} for t, doc, i in items[:k]]
 
 
+def _grammar_label(engine: Engine, workload: Workload) -> str:
+    """The report's "grammar" column: the engine's own label for the project's grammars,
+    the grammar's origin for real ones (and whether this engine runs a port of it)."""
+    if workload.name not in REAL_WORKLOADS:
+        return engine.grammar_used(workload.name)
+    port = ", ported (see notes)" if engine.name in workload.dialect_texts else ""
+    return f"Lark {workload.grammar_file}{port}"
+
+
 def run_cell(engine: Engine, workload: Workload, compile_reps: int) -> Cell:
     """Compile ``workload``'s grammar ``compile_reps`` times, then replay every document."""
-    cell = Cell(engine.name, workload.name, engine.grammar_used(workload.name))
+    cell = Cell(engine.name, workload.name, _grammar_label(engine, workload))
     factory: MatcherFactory | None = None
     for _ in range(compile_reps):
         gc.collect()
