@@ -168,13 +168,13 @@ def test_walk_matches_reference(name: str, tokenizer: str, memo_bytes: int) -> N
     assert skipping > 0
     # states that skip runs of whole characters, and states that take plain bytes alike
     # but not some multi-byte character (``[^é]``, ``[^»]``)
-    _, step, _, _, mb = cg._scratch  # kernels.layout.WalkMemo
+    _, step, _, _, mb = cg._walk_memo  # kernels.layout.WalkMemo
     assert np.any(mb[:, 1] > 1)
     assert np.any((mb[:, 0] == 0) & (step >= 0))
     if name == "schema":
         # states that skip runs of all plain bytes but a few (a space, a '/'), and of
         # all but the digits (searching for an unanchored ``\d{4}-\d{2}``)
-        run, step, excl, _, _ = cg._scratch
+        run, step, excl, _, _ = cg._walk_memo
         n_excl = [
             sum(bin(int(w) & (2**64 - 1)).count("1") for w in excl[g]) if step[g] >= 0 else 0
             for g in range(cg.tables.n_lexer_states)

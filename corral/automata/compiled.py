@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import threading
 import warnings
 from typing import Any
 
@@ -26,11 +25,11 @@ from .matcher import Matcher
 from .state_cache import StateEntry
 from .subtree_memo import SubtreeMemo
 from .tables import Tables, build_tables
+from .thread_scratch import per_thread
 from .token_caches import TokenCaches
 from .vocabulary import SPECIAL, Vocabulary
 
 _DENSE_FRACTION = 1 / 16  # cache a state's tokens as a bitmask when more than V/16 stay alive
-_LOCAL = threading.local()
 _SIGNATURE_STATES = 160  # share a state's cache only if its description is this small
 
 
@@ -59,7 +58,7 @@ class CompiledGrammar:
         self.eos_ids = np.array(vocab.eos_token_ids, np.int32)
         self.token_kinds = vocab.kinds
         self._special_term_of_token = {tok: name for name, tok in special_terms.items()}
-        self._scratch: tuple[np.ndarray, ...] | None = None
+        self._walk_memo: tuple[np.ndarray, ...] | None = None  # kernels.layout.WalkMemo
         self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
         self.chart_rows = [0, 0]  # item rows new matchers' charts start with (chart.py)
@@ -111,9 +110,9 @@ class CompiledGrammar:
 
         trie = self.vocab.trie
         lt = self.tables
-        if self._scratch is None:
+        if self._walk_memo is None:
             G = lt.n_lexer_states
-            self._scratch = (
+            self._walk_memo = (
                 np.full(G, -1, np.int32),
                 np.full(G, -3, np.int32),
                 np.zeros((G, 2), np.int64),
@@ -121,7 +120,7 @@ class CompiledGrammar:
                 np.full((G, 2), -1, np.int32),
             )
         dead, ends_buf = _walk_buffers(trie.n_nodes)
-        walk_memo = self._scratch  # kernels.layout.WalkMemo: run, step, excl, skip, mb
+        walk_memo = self._walk_memo  # run, step, excl, skip, mb
         sm = self._subtrees
         n_dead, n_ends, n_tok = lexer_state_walk(
             lt.gt,
@@ -241,17 +240,13 @@ def _end_block(pairs: np.ndarray, node_byte: np.ndarray) -> np.ndarray:
 
 def _walk_buffers(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """The calling thread's output buffers of a token-cache walk over a trie of ``n_nodes``
-    nodes (``int32 [2 * n_nodes]`` each: dead rank pairs, end edges; 2.2 MB each with
+    nodes (``int32 [2 * n_nodes]`` each: dead rank pairs, end edges; 2.1 MB each with
     Llama-3), shared by every grammar's walks on the thread: each walk's results are
     copied out before the next."""
-    by_size: dict[int, tuple[np.ndarray, np.ndarray]] | None = getattr(_LOCAL, "walk", None)
-    if by_size is None:
-        by_size = _LOCAL.walk = {}
-    bufs = by_size.get(n_nodes)
-    if bufs is None:
-        size = 2 * max(1, n_nodes)
-        bufs = by_size[n_nodes] = (np.zeros(size, np.int32), np.zeros(size, np.int32))
-    return bufs
+    size = 2 * max(1, n_nodes)
+    return per_thread(
+        ("walk", n_nodes), lambda: (np.zeros(size, np.int32), np.zeros(size, np.int32))
+    )
 
 
 def _special_terminals(grammar: Grammar, vocab: Vocabulary) -> dict[str, int]:

@@ -8,7 +8,8 @@ equal hashes therefore have equal masks, whatever came before them and in whiche
 matcher: the state after ``name:`` in every rule of a grammar file, or inside every
 string value of one schema's objects. The walk below a lexeme's end (a Lark grammar's
 word tokens split into several lexemes, e.g. ``helloWorld`` as ``hello`` ``World``) can
-cost milliseconds; a stored mask is copied in about a microsecond.
+cost milliseconds; a stored mask is found and copied in 2-3 µs (the median mask of
+replays where most states come back).
 
 The hash is the one the mask kernel's own memo already trusts to tell sets apart (64
 bits). A collision would give a wrong mask, never a wrong output: :meth:`Matcher.consume`
@@ -39,12 +40,11 @@ class MaskCache:
     Thread-safe: lookups are dict reads; stores and evictions take a lock.
 
     Attributes:
-        masks: ``{key: mask}``, the stored masks (read-only arrays); look up with
-            ``masks.get(key)`` (the matcher does, on every mask).
+        masks: ``{key: mask}``, the stored masks (read-only arrays).
         max_bytes: the budget for stored masks (``0`` turns the cache off).
         min_cost_ns: store a mask at once if computing it took at least this long (else
             when its state comes back).
-        hits, stores: counters since creation (``hits`` counted by the caller).
+        hits, stores: counters since creation.
     """
 
     def __init__(

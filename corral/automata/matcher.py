@@ -8,7 +8,6 @@ changes nothing.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from .bitmask import as_int, as_int_list, as_numpy_bitmask
 from .chart import Chart
 from .kernels import earley, mask
 from .kernels.layout import C_SCRATCH2, ERR_MEMO, FRAME_COLS, MEMO_COLS, MEMO_SIZE, S_HASH
+from .thread_scratch import per_thread
 from .vocabulary import EOS, NORMAL, SPECIAL
 
 if TYPE_CHECKING:
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 _MAX_FORCED_BYTES = 4096
 _MAX_MEMO = 1 << 22
 _KEEP_MEMO = 1 << 19  # a thread keeps a memo grown up to this many slots (12 MB)
-_SCRATCH: dict[tuple[int, int, int], FillScratch] = {}  # by (thread, depth, rank words)
-_SCRATCH_LOCK = threading.Lock()
 
 
 class Matcher:
@@ -105,15 +103,13 @@ class Matcher:
                 dst[e >> 5] |= np.uint32(1 << (e & 31))
             return
         key = chart.S.item(top - 1, S_HASH)
-        stored = c.mask_cache
-        cached = stored.masks.get(key)
+        cached = c.mask_cache.get(key)
         if cached is not None:
-            stored.hits += 1
             dst[:] = cached
         else:
             t0 = time.perf_counter_ns()
             self._fill_kernel(dst, top)
-            stored.offer(key, dst, time.perf_counter_ns() - t0)
+            c.mask_cache.offer(key, dst, time.perf_counter_ns() - t0)
         if (
             self._check is not None
             and top == chart.n_sets
@@ -131,36 +127,34 @@ class Matcher:
         trie = c.vocab.trie.kernel_arrays  # kernels.layout.TrieArrays
         sc = fill_scratch(c.vocab.trie.max_depth + 2, c.rank_words)
         ctx = chart.ctx
-        while True:
-            ctx[C_SCRATCH2] = sc.generation  # memo entries of earlier calls go stale
-            st = chart.run(
-                mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
-                sc.states, sc.frames, sc.memo, sc.rk, dst,
-            )  # fmt: skip
-            sc.generation = ctx.item(C_SCRATCH2)
-            if st == 0:
-                return
-            if st > 0:  # a lexer state without a token cache yet
-                c.ensure_cached(chart.lexer_states(top))
-            elif st == ERR_MEMO:
-                n = sc.memo.shape[0]
-                if n >= _MAX_MEMO:
-                    sc.memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)  # give it back
-                    raise CompileBudgetError(
-                        "computing this mask explored more than "
-                        f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the grammar "
-                        "is too ambiguous at this point"
-                    )
-                # a memo grown past _KEEP_MEMO serves this mask, then goes back to the start
-                sc.memo = np.zeros((2 * n, MEMO_COLS), np.int64)
-                if 2 * n > _KEEP_MEMO:
-                    try:
-                        self._fill_kernel(dst, top)
-                    finally:
-                        sc.memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
+        grown = False  # past _KEEP_MEMO: this mask's memo, given back when it is done
+        try:
+            while True:
+                ctx[C_SCRATCH2] = sc.generation  # memo entries of earlier calls go stale
+                st = chart.run(
+                    mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
+                    sc.states, sc.frames, sc.memo, sc.rk, dst,
+                )  # fmt: skip
+                sc.generation = ctx.item(C_SCRATCH2)
+                if st == 0:
                     return
-            else:  # pragma: no cover - nested walks are one level per byte
-                raise CorralError(f"internal error code {st}")
+                if st > 0:  # a lexer state without a token cache yet
+                    c.ensure_cached(chart.lexer_states(top))
+                elif st == ERR_MEMO:
+                    n = sc.memo.shape[0]
+                    if n >= _MAX_MEMO:
+                        raise CompileBudgetError(
+                            "computing this mask explored more than "
+                            f"{_MAX_MEMO} distinct (token prefix, parse state) pairs: the "
+                            "grammar is too ambiguous at this point"
+                        )
+                    sc.memo = np.zeros((2 * n, MEMO_COLS), np.int64)
+                    grown = grown or 2 * n > _KEEP_MEMO
+                else:  # pragma: no cover - nested walks are one level per byte
+                    raise CorralError(f"internal error code {st}")
+        finally:
+            if grown:
+                sc.memo = np.zeros((MEMO_SIZE, MEMO_COLS), np.int64)
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed next token ids, sorted (convenience; uses a full mask)."""
@@ -408,18 +402,7 @@ def fill_scratch(depth: int, rank_words: int) -> FillScratch:
     """The calling thread's mask-kernel scratch for a vocabulary whose trie has depth
     ``depth - 2`` and ``rank_words`` rank-space words (shared by every matcher of every
     grammar of that vocabulary on the thread: a fill runs to its end before the next)."""
-    key = (threading.get_ident(), depth, rank_words)
-    scratch = _SCRATCH.get(key)
-    if scratch is None:
-        with _SCRATCH_LOCK:
-            for k in [k for k in _SCRATCH if not _thread_alive(k[0])]:
-                del _SCRATCH[k]  # threads that ended
-            scratch = _SCRATCH[key] = FillScratch(depth, rank_words)
-    return scratch
-
-
-def _thread_alive(ident: int) -> bool:
-    return any(t.ident == ident for t in threading.enumerate())
+    return per_thread(("fill", depth, rank_words), lambda: FillScratch(depth, rank_words))
 
 
 class FillScratch:
