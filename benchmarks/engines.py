@@ -23,9 +23,12 @@ import importlib
 import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from workloads import Workload
 
 MatcherFactory = Callable[[], Any]
 
@@ -87,9 +90,10 @@ class Engine(ABC):
             importlib.import_module(m)
 
     # -- interface ----------------------------------------------------------------------
-    def grammar_used(self, workload: str) -> str:
+    def grammar_used(self, workload: Workload) -> str:
         """What grammar this engine runs for ``workload`` (for the report)."""
-        return f"Lark tests/data/grammars/{workload}.lark"
+        port = ", ported (see notes)" if self.name in workload.dialect_texts else ""
+        return f"Lark {workload.grammar_file}{port}"
 
     @abstractmethod
     def compile(self, lark_text: str, workload: str) -> MatcherFactory:
@@ -162,11 +166,16 @@ class CorralEngine(Engine):
             tokenizer, vocab_size=vocab_size, eos_token_ids=[eos_id]
         )
 
+    #: whether compiled grammars keep their mask cache (``automata/mask_cache.py``)
+    mask_cache: ClassVar[bool] = True
+
     def compile(self, lark_text: str, workload: str) -> MatcherFactory:
         try:
             compiled = self._corral.compile(lark_text, self.vocab, cache=False)
         except self._corral.CorralError as e:
             raise GrammarCompileError(str(e)) from e
+        if not self.mask_cache:
+            compiled.mask_cache.max_bytes = 0
         return compiled.matcher
 
     def new_bitmask(self) -> Any:
@@ -190,14 +199,7 @@ class CorralNoMaskCacheEngine(CorralEngine):
 
     name = "corral-nocache"
     notes = "corral with compiled.mask_cache.max_bytes = 0: every mask is walked"
-
-    def compile(self, lark_text: str, workload: str) -> MatcherFactory:
-        try:
-            compiled = self._corral.compile(lark_text, self.vocab, cache=False)
-        except self._corral.CorralError as e:
-            raise GrammarCompileError(str(e)) from e
-        compiled.mask_cache.max_bytes = 0
-        return compiled.matcher
+    mask_cache = False
 
 
 class LLGuidanceEngine(Engine):
@@ -313,8 +315,8 @@ class XGrammarBuiltinJsonEngine(XGrammarEngine):
         "value), not the Lark grammar"
     )
 
-    def grammar_used(self, workload: str) -> str:
-        if workload == "json":
+    def grammar_used(self, workload: Workload) -> str:
+        if workload.name == "json":
             return "XGrammar builtin JSON grammar"
         return "n/a"
 

@@ -225,52 +225,59 @@ def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
+def _edit(text: str, edits: list[tuple[str, str]]) -> str:
+    """``text`` with each ``(old, new)`` of ``edits`` applied by :func:`_replace`, in order."""
+    for old, new in edits:
+        text = _replace(text, old, new)
+    return text
+
+
 def _llg_sql(text: str) -> str:
     text, n = re.subn(r"^(\w+)\.\d+(\s*:)", r"\1\2", text, flags=re.M)
     if n != 4:
         raise ValueError(f"grammar port: {n} priorities in sql.lark, expected 4")
-    text = _replace(text, 'start: set_expr ";"? ->', 'start: set_expr ";"? _END ->')
-    # JOIN_TYPE may be empty, so JOIN_EXPR may start with whitespace (which %ignore WS skips
-    # anyway); llguidance's lexer, holding on to " j" as a JOIN_EXPR, then cannot back off
-    # to whitespace + a name: "FROM t j" was rejected
-    text = _replace(text, '"INNER"i | "OUTER"i? |', '"INNER"i | "OUTER"i |')
-    return LLG_INITIAL_SKIP + text + LLG_END
+    edits = [
+        ('start: set_expr ";"? ->', 'start: set_expr ";"? _END ->'),
+        # JOIN_TYPE may be empty, so JOIN_EXPR may start with whitespace (which %ignore WS
+        # skips anyway); llguidance's lexer, holding on to " j" as a JOIN_EXPR, then cannot
+        # back off to whitespace + a name: "FROM t j" was rejected
+        ('"INNER"i | "OUTER"i? |', '"INNER"i | "OUTER"i |'),
+    ]
+    return LLG_INITIAL_SKIP + _edit(text, edits) + LLG_END
 
 
 def _llg_java(text: str) -> str:
-    text = _replace(text, r'string_literal: /".*?"/', r'string_literal: /"[^"\n]*"/')
-    text = _replace(
-        text,
-        r"BLOCK_COMMENT: /\/\*[\s\S]*?\*\//",
-        r"BLOCK_COMMENT: /\/\*([^*]|\*+[^*\/])*\*+\//",
-    )
-    return LLG_INITIAL_SKIP + text
+    edits = [
+        (r'string_literal: /".*?"/', r'string_literal: /"[^"\n]*"/'),
+        (r"BLOCK_COMMENT: /\/\*[\s\S]*?\*\//", r"BLOCK_COMMENT: /\/\*([^*]|\*+[^*\/])*\*+\//"),
+    ]
+    return LLG_INITIAL_SKIP + _edit(text, edits)
 
 
 def _llg_lark(text: str) -> str:
-    text = _replace(text, r"OP: /[+*]|[?](?![a-z])/", r"OP: /[+*?]/")
-    text = _replace(
-        text,
-        r"REGEXP: /\/(?!\/)(\\\/|\\\\|[^\/])*?\/[imslux]*/",
-        r"REGEXP: /\/([^\/\\]|\\[\s\S])+\/[imslux]*/",
-    )
-    text = _replace(text, r"_NL: /(\r?\n)+\s*/", rf"_NL: /(\r?\n)+{PY_WS}*/")
     lead = rf"/(([^\S \t]|[\x1c-\x1f]){PY_WS}*)?/"  # not " " nor "\t": WS_INLINE has those
-    text = _replace(
-        text,
-        r'COMMENT: /\s*/ "//" /[^\n]/* | /\s*/ "#" /[^\n]/*',
-        rf'COMMENT: {lead} "//" /[^\n]/* | {lead} "#" /[^\n]/*',
-    )
-    text = _replace(
-        text, "%import common.ESCAPED_STRING -> _STRING", r'_STRING: /"([^"\\\n]|\\.)*"/'
-    )
-    return LLG_INITIAL_SKIP + text
+    edits = [
+        (r"OP: /[+*]|[?](?![a-z])/", r"OP: /[+*?]/"),
+        (
+            r"REGEXP: /\/(?!\/)(\\\/|\\\\|[^\/])*?\/[imslux]*/",
+            r"REGEXP: /\/([^\/\\]|\\[\s\S])+\/[imslux]*/",
+        ),
+        (r"_NL: /(\r?\n)+\s*/", rf"_NL: /(\r?\n)+{PY_WS}*/"),
+        (
+            r'COMMENT: /\s*/ "//" /[^\n]/* | /\s*/ "#" /[^\n]/*',
+            rf'COMMENT: {lead} "//" /[^\n]/* | {lead} "#" /[^\n]/*',
+        ),
+        ("%import common.ESCAPED_STRING -> _STRING", r'_STRING: /"([^"\\\n]|\\.)*"/'),
+    ]
+    return LLG_INITIAL_SKIP + _edit(text, edits)
 
 
 def _llg_pddl(text: str) -> str:
-    text = _replace(text, "start: domain\n", "start: domain _END\n")
-    text = _replace(text, r"%ignore /\s+/", rf"%ignore /{PY_WS}+/")
-    return LLG_INITIAL_SKIP + text + LLG_END
+    edits = [
+        ("start: domain\n", "start: domain _END\n"),
+        (r"%ignore /\s+/", rf"%ignore /{PY_WS}+/"),
+    ]
+    return LLG_INITIAL_SKIP + _edit(text, edits) + LLG_END
 
 
 LLG_SQL = (

@@ -60,7 +60,6 @@ from engines import (  # noqa: E402
 from workloads import (  # noqa: E402
     ALL_WORKLOADS,
     DEFAULT_MASKBENCH_DIR,
-    REAL_WORKLOADS,
     REPO_ROOT,
     Document,
     Workload,
@@ -225,18 +224,9 @@ class Cell:
         return [{"doc": doc, "position": i, "us": t / 1e3} for t, doc, i in items[:k]]
 
 
-def _grammar_label(engine: Engine, workload: Workload) -> str:
-    """The report's "grammar" column: the engine's own label for the project's grammars,
-    the grammar's origin for real ones (and whether this engine runs a port of it)."""
-    if workload.name not in REAL_WORKLOADS:
-        return engine.grammar_used(workload.name)
-    port = ", ported (see notes)" if engine.name in workload.dialect_texts else ""
-    return f"Lark {workload.grammar_file}{port}"
-
-
 def run_cell(engine: Engine, workload: Workload, compile_reps: int) -> Cell:
     """Compile ``workload``'s grammar ``compile_reps`` times, then replay every document."""
-    cell = Cell(engine.name, workload.name, _grammar_label(engine, workload))
+    cell = Cell(engine.name, workload.name, engine.grammar_used(workload))
     factory: MatcherFactory | None = None
     for _ in range(compile_reps):
         gc.collect()

@@ -49,7 +49,8 @@ class Workload:
 
     Attributes:
         name: workload name (``json``, ``sql``, ...).
-        grammar_file: the Lark grammar's file name under ``tests/data/grammars``.
+        grammar_file: where the grammar comes from, for reports (a path in this repository,
+            or a package and the path inside it).
         lark_text: the Lark grammar text, given as-is to every engine not in
             ``dialect_texts``.
         documents: the documents to replay, in a deterministic order.
@@ -151,7 +152,7 @@ def load_json_workload(
         docs.append(Document(path.stem, text, tokens))
     return Workload(
         name="json",
-        grammar_file="json.lark",
+        grammar_file="tests/data/grammars/json.lark",
         lark_text=read_grammar("json"),
         documents=docs,
         source=(
@@ -174,7 +175,7 @@ def load_example_workload(name: str, tokenizer: Any) -> Workload:
     ]
     return Workload(
         name=name,
-        grammar_file=f"{name}.lark",
+        grammar_file=f"tests/data/grammars/{name}.lark",
         lark_text=read_grammar(name),
         documents=docs,
         source="tests/data/grammars/examples.json (valid examples)",
