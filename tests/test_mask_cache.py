@@ -30,6 +30,8 @@ _NL: /\n+/
 %ignore " "
 """
 
+SPLIT_TEXT = 'start: helloWorld FOO_bar "x" | (aB)\nrule: TOKEN\n'  # a document of it
+
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -95,8 +97,7 @@ def test_walks_reuse_stored_masks(pairs) -> None:  # type: ignore[no-untyped-def
     """The same document twice: the second pass finds every mask it needs stored."""
     cached, _ = pairs["split-words"]
     tok = load_tokenizer(pairs["tokenizer"])
-    text = 'start: helloWorld FOO_bar "x" | (aB)\nrule: TOKEN\n'
-    ids = tok.encode(text, add_special_tokens=False)
+    ids = tok.encode(SPLIT_TEXT, add_special_tokens=False)
     for _ in range(3):
         m = cached.matcher()
         for t in ids:
@@ -161,9 +162,7 @@ def test_matchers_interleaved_on_one_thread_share_scratch_safely() -> None:
     g.mask_cache.max_bytes = 0
     ref = corral.compile(SPLIT_WORDS, vocab, cache=False)
     ref.mask_cache.max_bytes = 0
-    ids = tok.encode(
-        'start: helloWorld FOO_bar "x" | (aB)\nrule: TOKEN\n', add_special_tokens=False
-    )
+    ids = tok.encode(SPLIT_TEXT, add_special_tokens=False)
     other = corral.compile(grammar_text("json"), vocab, cache=False).matcher()
     a, b, r = g.matcher(), g.matcher(), ref.matcher()
     for t in ids:
@@ -184,9 +183,7 @@ def test_a_full_memo_grows_and_the_mask_stays_exact() -> None:
     tok, vocab = load_tokenizer("gpt2"), load_vocab("gpt2")
     g = corral.compile(SPLIT_WORDS, vocab, cache=False)
     g.mask_cache.max_bytes = 0
-    ids = tok.encode(
-        'start: helloWorld FOO_bar "x" | (aB)\nrule: TOKEN\n', add_special_tokens=False
-    )
+    ids = tok.encode(SPLIT_TEXT, add_special_tokens=False)
     scratch = fill_scratch(vocab.trie.max_depth + 2, g.rank_words)
     m = g.matcher()
     grew = False
