@@ -219,3 +219,32 @@ def test_backend_spec_agrees_with_the_full_tokenizer_json(name: str) -> None:
     assert spec["decoder"] == full["decoder"]
     assert spec["model"]["type"] == full["model"]["type"]
     assert bool(spec["model"]["byte_fallback"]) == bool(full["model"].get("byte_fallback"))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_whole_vocabulary_reading_matches_token_by_token(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vocabulary is read at once (one translation of the joined strings); reading each
+    token on its own, the path taken when a string has a character outside the byte
+    alphabet or a NUL, gives the same bytes, special ids and added ids."""
+    from corral.automata import tokenizer_bytes
+
+    tok = load_tokenizer(name)
+    fast = tokenizer_bytes.extract(tok)
+    monkeypatch.setattr(tokenizer_bytes, "_byte_level_all", lambda *a: None)
+    monkeypatch.setattr(tokenizer_bytes, "_sentencepiece_all", lambda *a: None)
+    slow = tokenizer_bytes.extract(tok)
+    assert fast.token_bytes == slow.token_bytes
+    assert (fast.special, fast.added, fast.family) == (slow.special, slow.added, slow.family)
+
+
+def test_whole_vocabulary_reading_declines_strings_it_cannot_read_at_once() -> None:
+    from corral.automata.tokenizer_bytes import _byte_level_all, _sentencepiece_all
+
+    assert _byte_level_all(["Ġa", "b"], set()) == [b" a", b"b"]
+    # a space is not in the byte alphabet (it is spelled "Ġ"); a skipped id is not read
+    assert _byte_level_all(["Ġa", "x y"], set()) is None
+    assert _byte_level_all(["Ġa", "x y"], {1}) == [b" a", b""]
+    assert _sentencepiece_all(["▁a", "ü", None], set()) == [b" a", "ü".encode(), b""]
+    assert _sentencepiece_all(["▁a", "x\0y"], set()) is None

@@ -22,8 +22,10 @@ is kept (it is real content anywhere else). Any other tokenizer family raises
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,65 @@ def byte_decoder() -> dict[str, int]:
             cs.append(256 + n)
             n += 1
     return {chr(c): b for b, c in zip(bs, cs, strict=False)}
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_level_tables() -> tuple[dict[int, int], re.Pattern[str]]:
+    """``str.translate`` table from GPT-2's byte alphabet to ``chr(byte)``, and a pattern
+    that finds any character outside that alphabet."""
+    bd = byte_decoder()
+    alphabet = "".join(sorted(bd))
+    return {ord(c): b for c, b in bd.items()}, re.compile(f"[^{re.escape(alphabet)}]")
+
+
+def _byte_level_all(strings: list[str | None], skip: set[int]) -> list[bytes] | None:
+    """The bytes of every byte-level token string at once (``b""`` for a missing id), or
+    ``None`` when some string outside ``skip`` has a character outside the byte alphabet
+    (the caller then reads tokens one by one).
+
+    Every alphabet character is one byte, so the whole vocabulary is translated and
+    encoded as one string and cut at the strings' lengths: the same bytes as decoding
+    each token, without a Python loop over characters.
+    """
+    table, outside = _byte_level_tables()
+    parts = [s or "" for s in strings]
+    for i in skip:
+        parts[i] = ""
+    text = "".join(parts)
+    if outside.search(text) is not None:
+        return None
+    data = text.translate(table).encode("latin-1")
+    ends = list(itertools.accumulate(map(len, parts)))
+    return [data[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+def _sentencepiece_all(strings: list[str | None], skip: set[int]) -> list[bytes] | None:
+    """The bytes of every SentencePiece-style token string at once, ``▁`` read as a space
+    (``b""`` for a missing id and for ids in ``skip``), or ``None`` when some string holds
+    a NUL character (the caller then reads tokens one by one). Byte tokens (``<0x0A>``)
+    are not recognised here: the caller patches them.
+    """
+    parts = [s or "" for s in strings]
+    for i in skip:
+        parts[i] = ""
+    text = "\0".join(parts)
+    if text.count("\0") != len(parts) - 1:
+        return None
+    return text.replace("\u2581", " ").encode("utf-8").split(b"\0")
+
+
+def _byte_token_ids(
+    id_to_token: Callable[[int], str | None], token_to_id: Callable[[str], int | None], n: int
+) -> set[int]:
+    """Ids below ``n`` of the byte-fallback tokens ``<0xNN>`` (hex digits in either case)."""
+    out: set[int] = set()
+    for b in range(256):
+        hi, lo = f"{b:02X}"[0], f"{b:02X}"[1]
+        for h, low in itertools.product({hi, hi.lower()}, {lo, lo.lower()}):
+            i = token_to_id(f"<0x{h}{low}>")
+            if i is not None and 0 <= i < n and id_to_token(i) == f"<0x{h}{low}>":
+                out.add(i)
+    return out
 
 
 @dataclass
@@ -138,11 +199,8 @@ def extract(tokenizer: Any) -> TokenizerBytes:
     n = len(tokenizer)
     backend = tokenizer.backend_tokenizer
     n = max(n, backend.get_vocab_size(with_added_tokens=True))
-    vocab: dict[str, int] = backend.get_vocab(with_added_tokens=True)
-    strings: list[str | None] = [None] * n
-    for s, i in vocab.items():
-        if 0 <= i < n:
-            strings[i] = s
+    id_to_token = backend.id_to_token  # faster than inverting get_vocab()
+    strings: list[str | None] = [id_to_token(i) for i in range(n)]
     added = backend.get_added_tokens_decoder()
     special = {i for i, at in added.items() if getattr(at, "special", False)}
     for i in getattr(tokenizer, "all_special_ids", []) or []:
@@ -150,40 +208,51 @@ def extract(tokenizer: Any) -> TokenizerBytes:
             special.add(i)
 
     bd = byte_decoder()
-    out: list[bytes] = []
-    for i, maybe in enumerate(strings):
+    prefix = str(model.get("continuing_subword_prefix") or "##")
+
+    def one(i: int, maybe: str | None) -> bytes:
+        """The bytes of token ``i`` whose string is ``maybe``."""
         if maybe is None:
-            out.append(b"")
-            continue
+            return b""
         s = maybe
         if i in special:
-            out.append(s.encode("utf-8"))
-            continue
+            return s.encode("utf-8")
         if family == "byte_level":
             as_text = s.encode("utf-8")
             try:
                 as_bytes = bytes(bd[c] for c in s)
             except KeyError:
-                as_bytes = None
+                return as_text
             if i in added and as_bytes != as_text:
                 # An added token is matched in raw text ("ü" → the token) but decoded through
                 # the byte alphabet ("ü" → byte 0xFC): its meaning is ambiguous, so it is
                 # left out of grammar text (an empty entry is never allowed).
-                out.append(b"")
-            else:
-                out.append(as_bytes if as_bytes is not None else as_text)
-        elif family == "wordpiece":
-            prefix = str(model.get("continuing_subword_prefix") or "##")
+                return b""
+            return as_bytes
+        if family == "wordpiece":
             if s.startswith(prefix) and len(s) > len(prefix):
-                out.append(s[len(prefix) :].encode("utf-8"))
-            else:
-                out.append(b" " + s.encode("utf-8"))
-        else:
-            m = _BYTE_TOKEN.match(s) if byte_fallback else None
-            if m:
-                out.append(bytes([int(m.group(1), 16)]))
-            else:
-                out.append(s.replace("\u2581", " ").encode("utf-8"))
+                return s[len(prefix) :].encode("utf-8")
+            return b" " + s.encode("utf-8")
+        m = _BYTE_TOKEN.match(s) if byte_fallback else None
+        if m:
+            return bytes([int(m.group(1), 16)])
+        return s.replace("\u2581", " ").encode("utf-8")
+
+    exceptional = {i for i in special | set(added) if 0 <= i < n}
+    if family == "byte_level":
+        fast = _byte_level_all(strings, exceptional)
+    elif family == "sentencepiece":
+        fast = _sentencepiece_all(strings, exceptional)
+        if fast is not None and byte_fallback:
+            exceptional |= _byte_token_ids(id_to_token, backend.token_to_id, n)
+    else:
+        fast = None
+    if fast is None:
+        out = [one(i, s) for i, s in enumerate(strings)]
+    else:
+        out = fast
+        for i in exceptional:
+            out[i] = one(i, strings[i])
     eos = getattr(tokenizer, "eos_token_id", None)
     added_text = {i for i in added if i not in special and 0 <= i < n}
     return TokenizerBytes(out, special, added_text, family, eos if isinstance(eos, int) else None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -159,21 +160,14 @@ class Vocabulary:
         for i in eos:
             if not 0 <= i < size:
                 raise TokenizerError(f"EOS id {i} is outside the vocabulary (size {size})")
+        tb = [b if type(b) is bytes else bytes(b) for b in itertools.islice(token_bytes, size)]
+        tb += [b""] * (size - len(tb))
+        lengths = np.fromiter(map(len, tb), np.int64, count=size)
         kinds = np.full(size, PADDING, np.uint8)
-        tb: list[bytes] = []
-        for i in range(size):
-            b = bytes(token_bytes[i]) if i < n_tok else b""
-            tb.append(b)
-            if i >= n_tok:
-                continue
-            if i in eos:
-                kinds[i] = EOS
-            elif i in special:
-                kinds[i] = SPECIAL
-            elif not b:
-                kinds[i] = EMPTY
-            else:
-                kinds[i] = NORMAL
+        kinds[: min(n_tok, size)] = np.where(lengths[: min(n_tok, size)] > 0, NORMAL, EMPTY)
+        in_range = [i for i in special if 0 <= i < min(n_tok, size)]
+        kinds[in_range] = SPECIAL
+        kinds[[i for i in eos if i < n_tok]] = EOS
         self._token_bytes: tuple[bytes, ...] = tuple(tb)
         self._kinds = kinds
         self._kinds.setflags(write=False)
@@ -184,15 +178,14 @@ class Vocabulary:
         self._trie: TokenTrie | None = None
         self._state_cache: StateCacheStore | None = None
         self._offsets = np.zeros(size + 1, np.int64)
-        np.cumsum([len(b) for b in tb], out=self._offsets[1:])
+        np.cumsum(lengths, out=self._offsets[1:])
         self._data = np.frombuffer(b"".join(tb), dtype=np.uint8)
         self._lock = threading.Lock()
         h = hashlib.sha256()
         h.update(f"size={size};eos={eos};".encode())
-        for i, b in enumerate(tb):
-            h.update(bytes([int(kinds[i])]))
-            h.update(len(b).to_bytes(4, "little"))
-            h.update(b)
+        h.update(kinds.tobytes())
+        h.update(lengths.astype("<u4").tobytes())
+        h.update(self._data.tobytes())
         self.hash = h.hexdigest()
 
     # -- construction from Hugging Face ------------------------------------------------
@@ -348,12 +341,11 @@ class Vocabulary:
         from .kernels.mask import MEMO_MIN
         from .kernels.trie import ascii_below, build_trie, skip_frontier, utf8_chars
 
-        ids = [i for i in range(self.size) if self._kinds[i] == NORMAL]
-        ids.sort(key=self._token_bytes.__getitem__)
-        blobs = [self._token_bytes[i] for i in ids]
-        data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
-        offsets = np.zeros(len(blobs) + 1, np.int64)
-        np.cumsum([len(b) for b in blobs], out=offsets[1:])
+        tb = self._token_bytes
+        ids = sorted(np.flatnonzero(self._kinds == NORMAL).tolist(), key=tb.__getitem__)
+        data = np.frombuffer(b"".join([tb[i] for i in ids]), dtype=np.uint8)
+        offsets = np.zeros(len(ids) + 1, np.int64)
+        np.cumsum(np.diff(self._offsets)[ids], out=offsets[1:])
         node_byte, depth, subtree_end, tok_start, tok_count, parent = build_trie(data, offsets)
         token_ids = np.array(ids, np.int32)
         # children of each node, in byte order (preorder lists siblings in byte order)
