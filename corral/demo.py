@@ -27,20 +27,25 @@ TEXTS = [
     "Our new intern, Lena, recently moved to Vienna.",
 ]
 
+#: A person record. ``age`` and ``city`` may be ``null``: a schema that requires an integer
+#: makes the model write one even when the text has none (it invents it). Allowing null,
+#: and showing null in an example, lets the model say the value is missing.
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "name": {"type": "string", "minLength": 1, "maxLength": 40},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "city": {"type": "string", "minLength": 1, "maxLength": 40},
+        "age": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 120}, {"type": "null"}]},
+        "city": {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 40}, {"type": "null"}]},
     },
     "required": ["name", "age", "city"],
     "additionalProperties": False,
 }
 
-PROMPT = """Extract the person from the text as JSON.
+PROMPT = """Extract the person from the text as JSON. Write null for what the text does not say.
 Text: John Smith, 45, has lived in Paris for ten years.
 JSON: {{"name": "John Smith", "age": 45, "city": "Paris"}}
+Text: Our neighbour Sam Reid just started working at the bakery in Leeds.
+JSON: {{"name": "Sam Reid", "age": null, "city": "Leeds"}}
 Text: {text}
 JSON:"""
 

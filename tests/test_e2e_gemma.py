@@ -42,3 +42,13 @@ def test_extract_batches_through_model_generate(gemma) -> None:  # type: ignore[
     assert len(records) == 2
     for r in records:
         jsonschema.validate(r, SCHEMA)
+
+
+def test_a_value_the_text_lacks_comes_out_as_null(gemma) -> None:  # type: ignore[no-untyped-def]
+    """The demo's intern text states no age: with null allowed and shown in the prompt, the
+    record says so instead of inventing a number, and keeps the city the text does state."""
+    model, tok = gemma
+    text = next(t for t in TEXTS if "intern" in t)
+    value = corral.generate(model, PROMPT.format(text=text), schema=SCHEMA, tokenizer=tok,
+                            max_new_tokens=64)  # fmt: skip
+    assert value == {"name": "Lena", "age": None, "city": "Vienna"}

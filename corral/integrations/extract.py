@@ -22,6 +22,7 @@ from .vocabularies import vocabulary_for
 
 DEFAULT_PROMPT = (
     "Extract the information in the text as one JSON object that follows this JSON Schema.\n"
+    "Where the text does not state a value and the schema allows null, write null.\n"
     "Schema: {schema}\n"
     "Text: {document}\n"
     "JSON:"
