@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.tokenizers import ALL, load_tokenizer, load_vocab
+from support.tokenizers import ALL, load_tokenizer, load_vocab, tokenizer_path
 
 from corral import TokenizerError, Vocabulary
 
@@ -248,3 +248,23 @@ def test_whole_vocabulary_reading_declines_strings_it_cannot_read_at_once() -> N
     assert _byte_level_all(["Ġa", "x y"], {1}) == [b" a", b""]
     assert _sentencepiece_all(["▁a", "ü", None], set()) == [b" a", "ü".encode(), b""]
     assert _sentencepiece_all(["▁a", "x\0y"], set()) is None
+
+
+def test_an_added_token_the_byte_alphabet_cannot_spell_is_left_out_of_grammar_text() -> None:
+    """An added (not special) token of a byte-level tokenizer whose text has a character
+    outside the byte alphabet (here a space) has no certain byte meaning: it gets no bytes,
+    so no grammar ever allows it; the other tokens keep theirs."""
+    from transformers import AutoTokenizer
+
+    from corral.automata.tokenizer_bytes import extract
+
+    path = tokenizer_path("gpt2")
+    if path is None:
+        pytest.skip("the gpt2 tokenizer is not available")
+    tok = AutoTokenizer.from_pretrained(str(path))
+    tok.add_tokens(["hello world"])
+    i = tok.convert_tokens_to_ids("hello world")
+    info = extract(tok)
+    assert i in info.added and i not in info.special
+    assert info.token_bytes[i] == b""
+    assert info.token_bytes[tok.convert_tokens_to_ids("Ġhello")] == b" hello"

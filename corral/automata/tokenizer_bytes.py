@@ -220,15 +220,15 @@ def extract(tokenizer: Any) -> TokenizerBytes:
         if family == "byte_level":
             as_text = s.encode("utf-8")
             try:
-                as_bytes = bytes(bd[c] for c in s)
+                as_bytes: bytes | None = bytes(bd[c] for c in s)
             except KeyError:
-                return as_text
+                as_bytes = None
             if i in added and as_bytes != as_text:
                 # An added token is matched in raw text ("ü" → the token) but decoded through
                 # the byte alphabet ("ü" → byte 0xFC): its meaning is ambiguous, so it is
                 # left out of grammar text (an empty entry is never allowed).
                 return b""
-            return as_bytes
+            return as_text if as_bytes is None else as_bytes
         if family == "wordpiece":
             if s.startswith(prefix) and len(s) > len(prefix):
                 return s[len(prefix) :].encode("utf-8")
