@@ -25,7 +25,6 @@ import functools
 import itertools
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +57,14 @@ def _byte_level_tables() -> tuple[dict[int, int], re.Pattern[str]]:
     return {ord(c): b for c, b in bd.items()}, re.compile(f"[^{re.escape(alphabet)}]")
 
 
+def _blanked(strings: list[str | None], skip: set[int]) -> list[str]:
+    """``strings`` with ``""`` for missing ids and for the ids in ``skip``."""
+    parts = [s or "" for s in strings]
+    for i in skip:
+        parts[i] = ""
+    return parts
+
+
 def _byte_level_all(strings: list[str | None], skip: set[int]) -> list[bytes] | None:
     """The bytes of every byte-level token string at once (``b""`` for a missing id), or
     ``None`` when some string outside ``skip`` has a character outside the byte alphabet
@@ -68,9 +75,7 @@ def _byte_level_all(strings: list[str | None], skip: set[int]) -> list[bytes] | 
     each token, without a Python loop over characters.
     """
     table, outside = _byte_level_tables()
-    parts = [s or "" for s in strings]
-    for i in skip:
-        parts[i] = ""
+    parts = _blanked(strings, skip)
     text = "".join(parts)
     if outside.search(text) is not None:
         return None
@@ -85,27 +90,11 @@ def _sentencepiece_all(strings: list[str | None], skip: set[int]) -> list[bytes]
     a NUL character (the caller then reads tokens one by one). Byte tokens (``<0x0A>``)
     are not recognised here: the caller patches them.
     """
-    parts = [s or "" for s in strings]
-    for i in skip:
-        parts[i] = ""
+    parts = _blanked(strings, skip)
     text = "\0".join(parts)
     if text.count("\0") != len(parts) - 1:
         return None
     return text.replace("\u2581", " ").encode("utf-8").split(b"\0")
-
-
-def _byte_token_ids(
-    id_to_token: Callable[[int], str | None], token_to_id: Callable[[str], int | None], n: int
-) -> set[int]:
-    """Ids below ``n`` of the byte-fallback tokens ``<0xNN>`` (hex digits in either case)."""
-    out: set[int] = set()
-    for b in range(256):
-        hi, lo = f"{b:02X}"[0], f"{b:02X}"[1]
-        for h, low in itertools.product({hi, hi.lower()}, {lo, lo.lower()}):
-            i = token_to_id(f"<0x{h}{low}>")
-            if i is not None and 0 <= i < n and id_to_token(i) == f"<0x{h}{low}>":
-                out.add(i)
-    return out
 
 
 @dataclass
@@ -243,8 +232,8 @@ def extract(tokenizer: Any) -> TokenizerBytes:
         fast = _byte_level_all(strings, exceptional)
     elif family == "sentencepiece":
         fast = _sentencepiece_all(strings, exceptional)
-        if fast is not None and byte_fallback:
-            exceptional |= _byte_token_ids(id_to_token, backend.token_to_id, n)
+        if fast is not None and byte_fallback:  # byte tokens (``<0x0A>``) are read by one()
+            exceptional |= {i for i, s in enumerate(strings) if s and s.startswith("<0x")}
     else:
         fast = None
     if fast is None:

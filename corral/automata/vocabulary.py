@@ -163,11 +163,11 @@ class Vocabulary:
         tb = [b if type(b) is bytes else bytes(b) for b in itertools.islice(token_bytes, size)]
         tb += [b""] * (size - len(tb))
         lengths = np.fromiter(map(len, tb), np.int64, count=size)
+        real = min(n_tok, size)  # ids the tokenizer has; the rest are padding
         kinds = np.full(size, PADDING, np.uint8)
-        kinds[: min(n_tok, size)] = np.where(lengths[: min(n_tok, size)] > 0, NORMAL, EMPTY)
-        in_range = [i for i in special if 0 <= i < min(n_tok, size)]
-        kinds[in_range] = SPECIAL
-        kinds[[i for i in eos if i < n_tok]] = EOS
+        kinds[:real] = np.where(lengths[:real] > 0, NORMAL, EMPTY)
+        kinds[[i for i in special if 0 <= i < real]] = SPECIAL
+        kinds[[i for i in eos if i < real]] = EOS
         self._token_bytes: tuple[bytes, ...] = tuple(tb)
         self._kinds = kinds
         self._kinds.setflags(write=False)
