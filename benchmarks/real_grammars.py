@@ -30,31 +30,11 @@ grammar: :attr:`RealGrammar.ports` holds, per engine, the smallest text transfor
 found (by replaying the documents through the engine, and comparing its masks with
 corral's) that make it compile the grammar, accept the documents and read the language
 Lark reads, with a one-line description that the report lists among its notes
-(:attr:`Workload.dialect_texts`). For llguidance (1.9.1), whose lexer is greedy (the longest
-match, without backing off to a shorter one) and which refuses priorities and
-look-arounds:
-
-* all four: text matched by ``%ignore`` allowed before the first token
-  (``%llguidance {"allow_initial_skip": true}``) and, where nothing may follow the start
-  rule (``sql-syncode``, ``pddl``), after the last one (an empty terminal ``_END`` at the
-  end of the start rule), as in Lark; llguidance skips it only between two tokens.
-* ``sql-syncode``: the rule and terminal priorities (``select_expr.0``, ``JOIN_EXPR.5``,
-  ``SELECT_CONSTRAINT.9``, ``AGGREGATION.8``) dropped; under Earley they only rank the
-  parses of an ambiguous text; ``JOIN_TYPE``'s ``"OUTER"i?`` made ``"OUTER"i`` (an empty
-  ``JOIN_TYPE`` lets ``JOIN_EXPR`` start with whitespace, which ``%ignore WS`` skips
-  anyway, and llguidance's lexer, holding on to `` j`` as a ``JOIN_EXPR``, then rejected
-  ``FROM t j``).
-* ``java-syncode``: the lazy regexes ``/".*?"/`` and ``/\/\*[\s\S]*?\*\//`` written as
-  the tokens their lazy match yields in Lark (up to the first ``"`` or ``*/``), which a
-  greedy lexer would run past.
-* ``lark-lark``: the look-aheads of ``OP`` and ``REGEXP`` removed (``REGEXP`` written as
-  the token its lazy match yields, unless no unescaped ``/`` follows at all);
-  ``COMMENT``'s leading ``/\s*/`` narrowed to start with a newline or another whitespace
-  that ``WS_INLINE`` does not cover (the same ignored text, but the lexer never has to back
-  off from ``COMMENT`` to ``WS_INLINE`` or ``_NL``); ``%import common.ESCAPED_STRING``
-  replaced by Lark's definition (llguidance's own allows raw newlines in a string).
-* ``lark-lark`` and ``pddl``: ``\s`` written ``[\s\x1c-\x1f]``, as Python reads it
-  (Rust's ``\s``, llguidance's, lacks ``\x1c``-``\x1f``).
+(:attr:`Workload.dialect_texts`). llguidance (1.9.1) needs one for each grammar: its lexer
+is greedy (the longest match, without backing off to a shorter one), it refuses priorities
+and look-arounds, it skips ``%ignore``'d text only between two tokens, and its ``\s``
+(Rust's) lacks ``\x1c``-``\x1f``. Each port's edits and their reasons are in its
+description (:data:`LLG_SQL`, :data:`LLG_JAVA`, :data:`LLG_LARK`, :data:`LLG_PDDL`).
 
 What remains different is the lexing, which no small port changes: llguidance's maximal
 munch splits no keyword from a name glued to it (Lark parses ``x = 'a'\nORDER != 1`` as
@@ -382,7 +362,7 @@ def load_real_workload(
             break
         tokens = encode(tokenizer, doc)
         if len(tokens) > max_tokens:
-            skipped[doc_id] = f"{len(tokens)} tokens > {max_tokens}"
+            skipped[doc_id] = f"too long ({len(tokens)} tokens > {max_tokens})"
             continue
         why = lark_accepts(parser, doc)
         if why:

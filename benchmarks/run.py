@@ -596,9 +596,7 @@ def markdown_report(
             )
     for wl in workloads:
         if wl.skipped:
-            why = Counter(
-                "too long" if " tokens > " in r else r.split(" (")[0] for r in wl.skipped.values()
-            )
+            why = Counter(r.split(" (")[0] for r in wl.skipped.values())
             shown = ", ".join(f"{n} {reason}" for reason, n in why.most_common())
             problems.append(f"- {wl.name}: left out {len(wl.skipped)} candidates ({shown})")
     if problems:

@@ -55,7 +55,8 @@ class Workload:
             ``dialect_texts``.
         documents: the documents to replay, in a deterministic order.
         source: a short description of where the documents come from.
-        skipped: ``doc_id -> reason`` for candidate documents left out (too long, ...).
+        skipped: ``doc_id -> reason`` for candidate documents left out, each reason a short
+            category and its details in parentheses (``too long (1203 tokens > 1000)``).
         dialect_texts: ``engine name -> (grammar text, one-line description)``: the same
             grammar ported to that engine's dialect, which the engine runs instead of
             ``lark_text`` (the description goes into the report's notes).
@@ -147,7 +148,7 @@ def load_json_workload(
         text = json.dumps(data)
         tokens = encode(tokenizer, text)
         if len(tokens) > max_tokens:
-            skipped[path.stem] = f"{len(tokens)} tokens > {max_tokens}"
+            skipped[path.stem] = f"too long ({len(tokens)} tokens > {max_tokens})"
             continue
         docs.append(Document(path.stem, text, tokens))
     return Workload(
