@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import CacheWarning
 from ..grammar.ir import Grammar
+from ..grammar.regex.classed import ClassedDFA
 from . import cache_file
 from .bitmask import bitmask_words
 from .mask_cache import MaskCache
@@ -59,6 +60,13 @@ class CompiledGrammar:
         self.token_kinds = vocab.kinds
         self._special_term_of_token = {tok: name for name, tok in special_terms.items()}
         self._walk_memo: tuple[np.ndarray, ...] | None = None  # kernels.layout.WalkMemo
+        # lexer states of span automata: their own to this grammar's source, many, and
+        # never worth a signature (whose cost grows with the number of states)
+        self._span_states = np.zeros(self.tables.n_lexer_states, bool)
+        for i, name in enumerate(self.tables.terminal_names):
+            if isinstance(grammar.terminals[name].dfa, ClassedDFA):
+                lo, hi = self.tables.term_offsets[i], self.tables.term_offsets[i + 1]
+                self._span_states[lo:hi] = True
         self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
         self.chart_rows = [0, 0]  # item rows new matchers' charts start with (chart.py)
@@ -93,7 +101,7 @@ class CompiledGrammar:
                     continue
                 key = b""
                 entry = None
-                if store.max_bytes > 0:
+                if store.max_bytes > 0 and not self._span_states[g]:
                     sig = state_signature(lt.gt, lt.lex_trans, g, max_depth, _SIGNATURE_STATES)
                     if sig.shape[0]:
                         key = hashlib.blake2b(sig.tobytes(), digest_size=20).digest()
@@ -112,11 +120,15 @@ class CompiledGrammar:
         lt = self.tables
         if self._walk_memo is None:
             G = lt.n_lexer_states
+            # a span automaton has no runs of plain bytes to jump (its states accept, or
+            # lie inside one character): its walks go byte by byte from the start (2),
+            # without searching its many states for runs first
+            skip = np.where(self._span_states, 2, 0).astype(np.int32)
             self._walk_memo = (
                 np.full(G, -1, np.int32),
                 np.full(G, -3, np.int32),
                 np.zeros((G, 2), np.int64),
-                np.zeros(G, np.int32),
+                skip,
                 np.full((G, 2), -1, np.int32),
             )
         dead, ends_buf = _walk_buffers(trie.n_nodes)

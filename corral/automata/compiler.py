@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,10 +202,15 @@ class Compiler:
         """
         return self._compile(frontends.source("json-schema", schema, **options))
 
-    def lark(self, text: str, start: str = "start") -> CompiledGrammar:
+    def lark(
+        self, text: str, start: str = "start", *, source: str | Sequence[str] | None = None
+    ) -> CompiledGrammar:
         """Compile Lark grammar text from rule ``start`` (see
-        :func:`corral.grammar.frontends.from_lark`)."""
-        return self._compile(frontends.source("lark", text, start=start))
+        :func:`corral.grammar.frontends.from_lark`; ``source``: the text ``SPAN``
+        terminals match)."""
+        if source is None:
+            return self._compile(frontends.source("lark", text, start=start))
+        return self._compile(frontends.source("lark", text, start=start, source=source))
 
     def regex(self, pattern: str, flags: int = 0) -> CompiledGrammar:
         """Compile a Python ``re`` pattern, matched in full (see
@@ -223,6 +228,7 @@ class Compiler:
         start: str = "start",
         precompute: bool | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
+        source: str | Sequence[str] | None = None,
         **schema_options: Any,
     ) -> CompiledGrammar:
         """Compile a spec of any kind, the front end picked from its type (see
@@ -236,8 +242,8 @@ class Compiler:
         Raises:
             TypeError: a spec of no known kind, or schema options for another kind.
         """
-        source = frontends.guess(spec, start=start, options=schema_options)
-        return self._compile(source, precompute, cache_dir)
+        read = frontends.guess(spec, start=start, options=schema_options, source=source)
+        return self._compile(read, precompute, cache_dir)
 
     # -- caches ---------------------------------------------------------------------------
     def stats(self) -> dict[str, int]:
@@ -331,6 +337,7 @@ def compile(
     cache: bool = True,
     precompute: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    source: str | Sequence[str] | None = None,
     **schema_options: Any,
 ) -> CompiledGrammar:
     """Compile a grammar spec for a vocabulary.
@@ -365,6 +372,10 @@ def compile(
             to the folder can forge a file that passes, so ``cache_dir`` must be as
             trusted as the code that uses it. With a ``cache_dir`` every cache is built,
             whatever ``precompute`` says.
+        source: the text (or list of texts) that span constraints copy from: JSON Schema
+            strings marked ``"x-corral-span"`` and Lark terminals declared ``SPAN`` match
+            only its non-empty substrings (see :mod:`corral.grammar.spans`). Each source
+            is a grammar of its own (compiled and cached per text).
         schema_options: options for a JSON Schema ``spec`` (see
             :class:`corral.grammar.json_schema.Options`: ``whitespace``, ``final_check``...).
 
@@ -372,6 +383,6 @@ def compile(
         An immutable :class:`CompiledGrammar`, safe to share across threads and sequences.
     """
     _check_vocab(vocab)
-    source = frontends.guess(spec, start=start, options=schema_options)
+    read = frontends.guess(spec, start=start, options=schema_options, source=source)
     compiler = Compiler._over(vocab, default_cache if cache else _NO_CACHE)
-    return compiler._compile(source, precompute, cache_dir)
+    return compiler._compile(read, precompute, cache_dir)

@@ -31,7 +31,8 @@ import numpy as np
 
 from ..grammar.follow import follow_terminals, nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
-from ..grammar.regex.dfa import column_classes
+from ..grammar.regex.classed import ClassedDFA
+from ..grammar.regex.dfa import ByteDFA, column_classes
 
 # header slots of `gt`: named in kernels/layout.py (re-exported here for the table builder)
 from .kernels.layout import (
@@ -149,36 +150,25 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     nullable = np.array(nullable_nt, np.int32)
 
     # lexer: all terminal DFAs side by side
+    dfas = [grammar.terminals[n].dfa for n in term_names]
     offsets = np.zeros(NT + 1, np.int32)
-    for i, n in enumerate(term_names):
-        offsets[i + 1] = offsets[i] + grammar.terminals[n].dfa.n_states
+    for i, d in enumerate(dfas):
+        offsets[i + 1] = offsets[i] + d.n_states
     G = int(offsets[-1])
     trap = -1
     if any(grammar.terminals[n].end_blocked is not None for n in term_names):
         trap = G
         G += 1
-    full = np.full((G, 256), -1, np.int32)
-    lex_term = np.zeros(G, np.int32)
+    lex_trans, byte_class = _lexer_table(grammar, term_names, dfas, offsets, G, trap, special_terms)
+    lex_term = np.repeat(np.arange(NT, dtype=np.int32), np.diff(offsets))
     lex_accept = np.zeros(G, np.int32)
     lex_is_start = np.zeros(G, np.int32)
-    for i, n in enumerate(term_names):
-        d = grammar.terminals[n].dfa
+    if trap >= 0:
+        lex_term = np.concatenate([lex_term, np.zeros(1, np.int32)])
+    for i, d in enumerate(dfas):
         o = int(offsets[i])
-        full[o : o + d.n_states] = np.where(d.trans >= 0, d.trans + o, -1)
-        lex_term[o : o + d.n_states] = i
         lex_accept[o : o + d.n_states] = d.accept
         lex_is_start[o] = 1
-        blocked = grammar.terminals[n].end_blocked
-        if blocked is not None:
-            rows = full[o : o + d.n_states]
-            rows[blocked & d.accept[:, None] & (d.trans < 0)] = trap
-        if n in special_terms:
-            full[o : o + d.n_states] = -1  # matched by its special token only, never by bytes
-    if G:
-        lex_trans, byte_class = column_classes(full)
-    else:  # pragma: no cover - normalisation guarantees at least one terminal
-        byte_class = np.zeros(256, np.int32)
-        lex_trans = np.full((0, 1), -1, np.int32)
     n_cls = lex_trans.shape[1]
     term_ignore = np.zeros(NT, np.int32)
     ignore_list = [t_index[n] for n in grammar.ignore]
@@ -187,19 +177,19 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     special = np.full(NT, -1, np.int32)
     for name, tok in special_terms.items():
         special[t_index[name]] = tok
-    dfas = [grammar.terminals[n].dfa for n in term_names]
     special_idx = {t_index[n] for n in special_terms}
     follow = follow_terminals(prods, NT, NN, nullable_nt)
     follow_bits = _follow_bytes(follow, NT, dfas, set(ignore_list), special_idx)
 
-    first_start = np.zeros(G + 1, np.int32)
+    # first bytes of the start states (the other states have none listed)
+    first_count = np.zeros(G, np.int32)
     first_bytes: list[np.ndarray] = []
-    for gi in range(G):
-        if lex_is_start[gi]:
-            first_bytes.append(np.flatnonzero(lex_trans[gi, byte_class] >= 0).astype(np.int32))
-        else:
-            first_bytes.append(np.zeros(0, np.int32))
-        first_start[gi + 1] = first_start[gi] + first_bytes[-1].shape[0]
+    for o in offsets[:-1][np.diff(offsets) > 0].tolist():
+        fb = np.flatnonzero(lex_trans[o, byte_class] >= 0).astype(np.int32)
+        first_bytes.append(fb)
+        first_count[o] = fb.shape[0]
+    first_start = np.zeros(G + 1, np.int32)
+    np.cumsum(first_count, out=first_start[1:])
     sections: list[tuple[int, np.ndarray]] = [
         (H_ITEM_SYM, np.array(item_sym, np.int32)),
         (H_ITEM_LHS, np.array(item_lhs, np.int32)),
@@ -247,7 +237,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
 def _follow_bytes(
     follow: list[int],
     NT: int,
-    dfas: list,  # type: ignore[type-arg]
+    dfas: list[ByteDFA | ClassedDFA],
     ignore: set[int],
     special: set[int],
 ) -> np.ndarray:
@@ -261,7 +251,7 @@ def _follow_bytes(
     first_bits = [0] * NT
     for i, d in enumerate(dfas):
         if d.n_states:
-            for b in np.flatnonzero(d.trans[0] >= 0).tolist():
+            for b in np.flatnonzero(_start_row(d) >= 0).tolist():
                 first_bits[i] |= 1 << b
     ign_bits = 0
     for i in ignore:
@@ -285,3 +275,70 @@ def _follow_bytes(
                     fb |= first_bits[u]
         out[t * 8 : t * 8 + 8] = np.frombuffer(fb.to_bytes(32, "little"), np.int32)
     return out
+
+
+def _start_row(d: ByteDFA | ClassedDFA) -> np.ndarray:
+    """The 256 next states of ``d``'s start state."""
+    return d.row(0) if isinstance(d, ClassedDFA) else d.trans[0]
+
+
+def _lexer_table(
+    grammar: Grammar,
+    term_names: list[str],
+    dfas: list[ByteDFA | ClassedDFA],
+    offsets: np.ndarray,
+    G: int,
+    trap: int,
+    special_terms: dict[str, int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(lex_trans, byte_class)``: all terminals' automata side by side (``int32 [G,
+    n_classes]``), by the coarsest byte classes every automaton respects.
+
+    Terminals with a :class:`ByteDFA` are laid out in 256 columns and grouped by equal
+    columns; a :class:`ClassedDFA` (large: a span automaton) is never expanded: its own
+    classes refine the grouping, and its rows are taken column by column."""
+    dense_idx = [i for i, d in enumerate(dfas) if isinstance(d, ByteDFA)]
+    classed_idx = [i for i, d in enumerate(dfas) if isinstance(d, ClassedDFA)]
+    n_dense = sum(dfas[i].n_states for i in dense_idx) + (1 if trap >= 0 else 0)
+    full = np.full((max(n_dense, 1), 256), -1, np.int32)
+    at = 0
+    for i in dense_idx:
+        n = term_names[i]
+        d = dfas[i]
+        assert isinstance(d, ByteDFA)
+        o = int(offsets[i])
+        rows = full[at : at + d.n_states]
+        rows[:] = np.where(d.trans >= 0, d.trans + o, -1)
+        blocked = grammar.terminals[n].end_blocked
+        if blocked is not None:
+            rows[blocked & d.accept[:, None] & (d.trans < 0)] = trap
+        if n in special_terms:
+            rows[:] = -1  # matched by its special token only, never by bytes
+        at += d.n_states
+    _, dense_class = column_classes(full)
+    # the global classes: bytes that every automaton's classes put together
+    keys = np.stack([dense_class] + [dfas[i].byte_class for i in classed_idx], axis=1)  # type: ignore[union-attr]
+    _, first, byte_class = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    byte_class = byte_class.reshape(-1).astype(np.int32)
+    rep = first.astype(np.int64)  # one byte of each class
+    lex_trans = np.full((G, rep.shape[0]), -1, np.int32)
+    at = 0
+    for i in dense_idx:
+        o, n_states = int(offsets[i]), dfas[i].n_states
+        lex_trans[o : o + n_states] = full[at : at + n_states][:, rep]
+        at += n_states
+    for i in classed_idx:
+        d = dfas[i]
+        assert isinstance(d, ClassedDFA)
+        if grammar.terminals[term_names[i]].end_blocked is not None:
+            raise ValueError(f"terminal {term_names[i]}: a large automaton cannot block ends")
+        o = int(offsets[i])
+        block = d.table[:, d.byte_class[rep]]
+        lex_trans[o : o + d.n_states] = np.where(block >= 0, block + o, -1)
+        if term_names[i] in special_terms:
+            lex_trans[o : o + d.n_states] = -1
+    # class 0 must hold byte 0's class first (column order of first appearance by byte)
+    order = np.argsort(first, kind="stable")
+    remap = np.empty_like(order)
+    remap[order] = np.arange(order.shape[0])
+    return np.ascontiguousarray(lex_trans[:, order]), remap[byte_class].astype(np.int32)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from ..grammar.regex import ByteDFA
 from .vocabulary import EOS, NORMAL
 
 
@@ -107,6 +108,8 @@ class TokenDFA:
                     seen.add(r.rhs[0])
                     todo.append(r.rhs[0])
         if not reaches:
+            return None
+        if not isinstance(term.dfa, ByteDFA):  # a large (span) automaton: too many states
             return None
         return cls.from_byte_dfa(term.dfa, compiled.vocab, empty=empty)
 

@@ -47,13 +47,17 @@ def from_lark(
     *,
     import_paths: Sequence[str] = (),
     strict_lexemes: bool = False,
+    source: str | Sequence[str] | None = None,
 ) -> Grammar:
     """Read a grammar in Lark's grammar language.
 
     Everything Lark's loader accepts works: rules, terminals, string and regex literals
     with flags, ``?``/``*``/``+``/``[]``/``~`` ranges, templates, ``%import`` (e.g.
     ``common.*``), ``%ignore``, ``%override``/``%extend``. The grammar may be ambiguous or
-    left-recursive. ``%declare`` is refused: a declared terminal has no pattern to generate.
+    left-recursive. ``%declare`` is refused (a declared terminal has no pattern to
+    generate), except for terminals named ``SPAN`` or ``SPAN_...``: these match any
+    non-empty substring of ``source`` (a text or a list of texts; see
+    :mod:`corral.grammar.spans`), e.g. ``start: "Name: " SPAN`` with ``%declare SPAN``.
 
     A terminal's lexemes are the matches Lark's lexer finds (Python's ``re.match``:
     alternatives in order, lazy quantifiers shortest first), except where Python's
@@ -78,7 +82,14 @@ def from_lark(
     """
     from .lark_frontend import grammar_from_lark
 
-    return grammar_from_lark(text, start, import_paths=import_paths, strict_lexemes=strict_lexemes)
+    texts = None
+    if source is not None:
+        from .spans import source_texts
+
+        texts = source_texts(source)
+    return grammar_from_lark(
+        text, start, import_paths=import_paths, strict_lexemes=strict_lexemes, span_source=texts
+    )
 
 
 def from_regex(pattern: str, flags: int = 0) -> Grammar:
@@ -197,6 +208,12 @@ def _read_schema(spec: Any, options: Mapping[str, Any]) -> Source:
 
     schema = as_schema(spec)
     opts = dict(options)
+    key_opts = dict(opts)
+    if opts.get("source") is not None:  # identified by its digest, not its (long) text
+        from .spans import source_texts, sources_digest
+
+        opts["source"] = source_texts(opts["source"])
+        key_opts["source"] = sources_digest(opts["source"])
     key = None
     try:
         # key order is kept: a schema's properties are written in the order it gives them
@@ -204,7 +221,7 @@ def _read_schema(spec: Any, options: Mapping[str, Any]) -> Source:
     except (TypeError, ValueError):  # not JSON data: the build reports it
         text = None
     if text is not None and _is_json_data(schema):
-        key = ("json-schema", text, json.dumps(opts, sort_keys=True, default=repr))
+        key = ("json-schema", text, json.dumps(key_opts, sort_keys=True, default=repr))
     return Source("json-schema", key, lambda: from_json_schema(schema, **opts))
 
 
@@ -220,7 +237,15 @@ def _read_lark(spec: Any, options: Mapping[str, Any]) -> Source:
     start = options.get("start", "start")
     if not isinstance(start, str):
         raise TypeError(f"start must be a rule name (str), not {type(start).__name__}")
-    return Source("lark", ("lark", spec, start), lambda: from_lark(spec, start))
+    texts = options.get("source")
+    if texts is None:
+        return Source("lark", ("lark", spec, start), lambda: from_lark(spec, start))
+    from .spans import source_texts, sources_digest
+
+    read = source_texts(texts)
+    assert read is not None
+    key = ("lark", spec, start, sources_digest(read))
+    return Source("lark", key, lambda: from_lark(spec, start, source=read))
 
 
 def _read_regex(spec: Any, options: Mapping[str, Any]) -> Source:
@@ -233,7 +258,9 @@ def _read_regex(spec: Any, options: Mapping[str, Any]) -> Source:
 FRONT_ENDS: tuple[FrontEnd, ...] = (
     FrontEnd("json-schema", _is_schema, _read_schema, options=None),
     FrontEnd("grammar", lambda spec: isinstance(spec, Grammar), _read_grammar, frozenset()),
-    FrontEnd("lark", lambda spec: isinstance(spec, str), _read_lark, frozenset({"start"})),
+    FrontEnd(
+        "lark", lambda spec: isinstance(spec, str), _read_lark, frozenset({"start", "source"})
+    ),
     FrontEnd("regex", None, _read_regex, options=frozenset({"flags"})),
 )
 """Every front end, in the order :func:`guess` tries them."""
@@ -263,11 +290,18 @@ def source(front_end: str, spec: Any, **options: Any) -> Source:
     return front.read(spec, options)
 
 
-def guess(spec: Any, *, start: str = "start", options: Mapping[str, Any] | None = None) -> Source:
+def guess(
+    spec: Any,
+    *,
+    start: str = "start",
+    options: Mapping[str, Any] | None = None,
+    source: str | Sequence[str] | None = None,
+) -> Source:
     """Read ``spec`` with the first front end of :data:`FRONT_ENDS` that recognises it.
 
     ``start`` applies to the front ends that take a start rule (Lark text) and is ignored
-    by the others; ``options`` apply to the front end that takes any (JSON Schemas).
+    by the others; ``options`` apply to the front end that takes any (JSON Schemas);
+    ``source`` (the text of span constraints) to JSON Schemas and Lark text.
 
     Raises:
         TypeError: options given for a spec that is not a JSON Schema, or a spec no front
@@ -286,4 +320,10 @@ def guess(spec: Any, *, start: str = "start", options: Mapping[str, Any] | None 
         )
     if front.options is not None and "start" in front.options:
         options = {"start": start}
+    if source is not None:
+        if front.options is not None and "source" not in front.options:
+            raise TypeError(
+                f"source= applies to JSON Schemas and Lark grammars, not to a {front.name}"
+            )
+        options = {**options, "source": source}
     return front.read(spec, options)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .regex import ByteDFA
+from .regex.classed import ClassedDFA
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class Terminal:
     Attributes:
         name: unique name (Lark's name, e.g. ``ESCAPED_STRING`` or ``LBRACE``).
         dfa: its language over bytes; never accepts the empty string after normalisation.
+            A :class:`ClassedDFA` (stored by byte class) for automata too large for 256
+            columns a state, such as a span automaton (``spans.py``); it has no
+            ``end_blocked``.
         source: how it was written (for messages), e.g. ``'/[0-9]+/'`` or ``'"{"'``.
         literal: the text when the terminal is one fixed string, else ``None``.
         special: when set, the terminal stands for the special (control) token with this
@@ -57,7 +61,7 @@ class Terminal:
     """
 
     name: str
-    dfa: ByteDFA = field(repr=False, compare=False)
+    dfa: ByteDFA | ClassedDFA = field(repr=False, compare=False)
     source: str = ""
     literal: str | None = None
     special: str | None = None
@@ -170,7 +174,10 @@ class Grammar:
             for name in sorted(self.terminals):
                 t = self.terminals[name]
                 h.update(f"T {name} {t.dfa.n_states} {t.special!r}\n".encode())
-                h.update(t.dfa.trans.tobytes())
+                if isinstance(t.dfa, ClassedDFA):
+                    h.update(t.dfa.content_bytes())
+                else:
+                    h.update(t.dfa.trans.tobytes())
                 h.update(t.dfa.accept.tobytes())
                 if t.end_blocked is not None:
                     h.update(b"end_blocked")

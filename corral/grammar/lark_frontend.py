@@ -68,6 +68,7 @@ def grammar_from_lark(
     *,
     import_paths: Sequence[str] = (),
     strict_lexemes: bool = False,
+    span_source: Sequence[str] | None = None,
 ) -> Grammar:
     """See :func:`corral.grammar.frontends.from_lark`."""
     import lark
@@ -118,14 +119,18 @@ def grammar_from_lark(
         rhs = []
         for sym in r.expansion:
             name = sym.name
-            if sym.is_term and name not in defined:
+            if sym.is_term and name not in defined and name in declared and _is_span(name):
+                if name not in terminals:
+                    terminals[name] = _span_terminal(text, name, span_source)
+            elif sym.is_term and name not in defined:
                 line, col = _locate_word(text, name)
                 if name in declared:
                     raise UnsupportedFeatureError(
                         f"%declare'd terminal {name}",
                         location=Location(_where(line, col), line=line, column=col),
                         detail="a declared terminal has no pattern, so corral cannot generate it; "
-                        "define it with a string or regex",
+                        "define it with a string or regex (or name it SPAN, or SPAN_..., "
+                        "to bind it to the source text)",
                     )
                 raise GrammarError(
                     f"terminal {name!r} is used but not defined",
@@ -262,3 +267,29 @@ def _locate_message_symbol(text: str, msg: str) -> tuple[int | None, int | None]
         ):
             return _pos_to_line_col(text, m.start())
     return _locate_word(text, name)
+
+
+def _is_span(name: str) -> bool:
+    """Whether a ``%declare``'d terminal is bound to the source text (``SPAN``,
+    ``SPAN_...``)."""
+    return name == "SPAN" or name.startswith("SPAN_")
+
+
+def _span_terminal(text: str, name: str, source: Sequence[str] | None) -> Terminal:
+    """The terminal of the non-empty substrings of ``source`` (UTF-8), for a declared
+    ``SPAN`` terminal.
+
+    Raises:
+        UnsupportedFeatureError: no source was given.
+    """
+    from .spans import SpanOptions, source_texts, span_dfa
+
+    texts = source_texts(source)
+    if texts is None:
+        line, col = _locate_word(text, name)
+        raise UnsupportedFeatureError(
+            f"%declare'd terminal {name}",
+            location=Location(_where(line, col), line=line, column=col),
+            detail="a SPAN terminal matches the source text: pass source=...",
+        )
+    return Terminal(name, span_dfa(texts, SpanOptions(), encoding="raw"), source="%declare")

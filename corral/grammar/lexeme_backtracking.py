@@ -61,13 +61,17 @@ def backtracking_lexemes(grammar: Grammar) -> list[LexemeBacktracking]:
     terms = grammar.terminals
     out: list[LexemeBacktracking] = []
     for name, t in terms.items():
-        if t.special is not None:
-            continue
+        if t.special is not None or not isinstance(t.dfa, ByteDFA):
+            continue  # a span automaton is corral's own terminal, not one of Lark's
         d = t.dfa
         # states where a lexeme can fail: it does not accept, or it may not end before some
         # bytes it cannot read
         fails = ~d.accept if t.end_blocked is None else ~d.accept | t.end_blocked.any(axis=1)
-        nexts = [terms[u].dfa for u in sorted(follow[name]) if terms[u].special is None]
+        nexts = [
+            dfa
+            for u in sorted(follow[name])
+            if terms[u].special is None and isinstance(dfa := terms[u].dfa, ByteDFA)
+        ]
         for s in _bfs_order(d):
             if not d.accept[s]:
                 continue

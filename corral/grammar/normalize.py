@@ -60,6 +60,8 @@ def normalize(
     extra_rules: list[Rule] = []
     for name, t in terminals.items():
         if t.dfa.accepts_empty():
+            if not isinstance(t.dfa, ByteDFA):
+                raise GrammarError(f"terminal {name}: a span automaton must not accept ''")
             ne, blocked = without_empty_string(t.dfa, t.end_blocked)
             opt = f"__{name}_opt"
             renamed[name] = opt

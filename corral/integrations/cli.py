@@ -52,6 +52,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--max-new-tokens", type=int, default=512)
     ex.add_argument("--no-progress", action="store_true", help="no progress bar")
     ex.add_argument(
+        "--span",
+        action="append",
+        default=[],
+        metavar="FIELD[,FIELD...]",
+        help="top-level properties whose string values must be copied verbatim from the "
+        "document (x-corral-span); repeatable",
+    )
+    ex.add_argument(
         "--engine",
         choices=["transformers", "vllm"],
         default="transformers",
@@ -124,13 +132,16 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     lines are error rows)."""
     from tqdm import tqdm
 
-    from .extract import DEFAULT_PROMPT, make_extractor
+    from .extract import DEFAULT_PROMPT, make_extractor, with_spans
 
     schema_path, in_path, out_path = Path(args.schema), Path(args.input), Path(args.output)
     try:
         schema_text = schema_path.read_text(encoding="utf-8")
     except OSError as e:
         raise CorralError(f"cannot read the schema file: {e}") from None
+    fields = [f.strip() for arg in getattr(args, "span", ()) for f in arg.split(",") if f.strip()]
+    if fields:
+        schema_text = with_spans(schema_text, fields)
     prompt = DEFAULT_PROMPT if args.prompt is None else Path(args.prompt).read_text("utf-8")
     if not in_path.is_file():
         raise CorralError(f"input file {str(in_path)!r} does not exist")

@@ -9,12 +9,23 @@ from typing import Any
 
 from ..errors import ValidationFailedError
 
-__all__ = ["compile_constraint", "is_pydantic_model"]
+__all__ = ["compile_constraint", "is_pydantic_model", "uses_spans"]
 
 
 def is_pydantic_model(x: Any) -> bool:
     """Whether ``x`` is a pydantic model class (it has a JSON Schema and validates)."""
     return isinstance(x, type) and hasattr(x, "model_json_schema") and hasattr(x, "model_validate")
+
+
+def uses_spans(schema: Any) -> bool:
+    """Whether a JSON Schema (dict, JSON text or pydantic class) has a span constraint
+    (``"x-corral-span"``), so that each document needs a grammar of its own."""
+    from ..grammar.json_schema.emit.span import find_spans
+    from ..grammar.json_schema.load import as_schema
+
+    if is_pydantic_model(schema):
+        schema = schema.model_json_schema()
+    return bool(find_spans(as_schema(schema), has_source=True))
 
 
 def compile_constraint(
@@ -23,11 +34,14 @@ def compile_constraint(
     schema: Any = None,
     grammar: Any = None,
     regex: str | None = None,
+    source: Any = None,
     **schema_options: Any,
 ) -> tuple[Any, Callable[[str], Any]]:
     """``(compiled, parse)`` for exactly one of ``schema``, ``grammar``, ``regex``.
 
-    ``parse(text)`` turns a complete output into the returned value.
+    ``parse(text)`` turns a complete output into the returned value. ``source``: the
+    text (or texts) of span constraints (``"x-corral-span"`` in a schema, ``SPAN``
+    terminals in Lark text; see :func:`corral.compile`).
     """
     from ..automata import CompiledGrammar, compile
     from ..automata.compiler import default_cache
@@ -43,12 +57,18 @@ def compile_constraint(
         )
     if schema_options and schema is None:
         raise ValueError(f"options {sorted(schema_options)} apply to schema= only")
+    if source is not None and regex is not None:
+        raise ValueError("source= applies to schema= and grammar= (Lark text), not to regex=")
     if regex is not None:
         if not isinstance(regex, str):
             raise TypeError(f"regex must be a string, not {type(regex).__name__}")
         return compile(default_cache.grammar_for_regex(regex), vocab), _identity
     if grammar is not None:
         if isinstance(grammar, CompiledGrammar):
+            if source is not None:
+                raise ValueError(
+                    "source= needs grammar text to compile; a CompiledGrammar has its own"
+                )
             if grammar.vocab_size != vocab.size or grammar.vocab.hash != vocab.hash:
                 raise ValueError("the compiled grammar was built for another vocabulary")
             return grammar, _identity
@@ -57,10 +77,14 @@ def compile_constraint(
                 f"grammar must be Lark text, a corral.Grammar or a CompiledGrammar, not "
                 f"{type(grammar).__name__}"
             )
+        if source is not None and isinstance(grammar, str):
+            return compile(grammar, vocab, source=source), _identity
+        if source is not None:
+            raise ValueError("source= needs grammar text to compile; a Grammar has its own")
         return compile(grammar, vocab), _identity
     if isinstance(schema, str) and not schema.lstrip().startswith("{"):
         raise ValueError("schema= text must be a JSON object (for Lark text use grammar=)")
-    compiled = compile(schema, vocab, **schema_options)
+    compiled = compile(schema, vocab, source=source, **schema_options)
     if is_pydantic_model(schema):
         return compiled, _pydantic_parser(schema)
     return compiled, _json_parser(compiled)

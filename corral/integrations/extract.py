@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CorralError, IncompleteGenerationError
-from .constraint import compile_constraint, is_pydantic_model
+from .constraint import compile_constraint, is_pydantic_model, uses_spans
 from .models import resolve_model
 from .vocabularies import vocabulary_for
 
@@ -127,6 +127,40 @@ def extract_iter(
         yield from ex.run(batch)
 
 
+def with_spans(schema: str | dict[str, Any], fields: Sequence[str]) -> str:
+    """``schema`` (JSON text or a dict) as JSON text, with the string values of the
+    top-level properties ``fields`` marked ``"x-corral-span": true`` (their text must
+    be copied from the document). A property's string branches are marked where it is an
+    ``anyOf``/``oneOf`` (e.g. a string or null).
+
+    Raises:
+        CorralError: the schema is not JSON, or has no such property, or the property
+            allows no plain string.
+    """
+    from ..grammar.json_schema.load import as_schema
+
+    doc = as_schema(schema)
+    props = doc.get("properties") if isinstance(doc, dict) else None
+    for name in fields:
+        prop = props.get(name) if isinstance(props, dict) else None
+        if not isinstance(prop, dict):
+            raise CorralError(f"--span {name}: the schema has no top-level property {name!r}")
+        branches = [prop]
+        for comb in ("anyOf", "oneOf"):
+            if isinstance(prop.get(comb), list):
+                branches = [b for b in prop[comb] if isinstance(b, dict)]
+        marked = 0
+        for b in branches:
+            if b.get("type") == "string":
+                b["x-corral-span"] = True
+                marked += 1
+        if not marked:
+            raise CorralError(
+                f'--span {name}: the property has no branch {{"type": "string"}} to mark'
+            )
+    return json.dumps(doc, ensure_ascii=False)
+
+
 ENGINES = ("transformers", "vllm")
 
 
@@ -152,6 +186,11 @@ def make_extractor(
                          max_new_tokens=max_new_tokens, **schema_options)  # fmt: skip
     if tokenizer is not None:
         raise ValueError("with engine='vllm' the tokenizer is the model folder's: omit tokenizer=")
+    if uses_spans(schema):
+        raise ValueError(
+            "span constraints (x-corral-span) need a grammar per document, which "
+            "engine='vllm' does not build yet: use engine='transformers'"
+        )
     try:
         from .vllm.engine import VLLMExtractor
     except ImportError as e:
@@ -186,13 +225,27 @@ class Extractor:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         self.lm, self.tok = resolve_model(model, tokenizer)
         self.vocab = vocabulary_for(self.lm, self.tok)
-        self.compiled, self.parse = compile_constraint(self.vocab, schema=schema, **schema_options)
+        self.schema, self.schema_options = schema, schema_options
+        # span constraints copy from each document: one grammar per document (the schema
+        # is checked here, on an empty source)
+        self.spans = uses_spans(schema)
+        self.compiled, self.parse = compile_constraint(
+            self.vocab, schema=schema, **({"source": ""} if self.spans else {}), **schema_options
+        )
         self.prompt = prompt.replace("{schema}", schema_json(schema))
         self.max_new_tokens = max_new_tokens
 
     def run(self, batch: Sequence[tuple[int, str]]) -> Iterator[Extraction]:
-        return _run_batch(self.lm, self.tok, self.vocab, self.compiled, self.parse, self.prompt,
-                          batch, self.max_new_tokens)  # fmt: skip
+        if not self.spans:
+            grammars = [(self.compiled, self.parse)] * len(batch)
+        else:
+            grammars = [
+                compile_constraint(self.vocab, schema=self.schema, source=doc,
+                                   **self.schema_options)
+                for _, doc in batch
+            ]  # fmt: skip
+        return _run_batch(self.lm, self.tok, self.vocab, grammars, self.prompt, batch,
+                          self.max_new_tokens)  # fmt: skip
 
 
 def schema_json(schema: Any) -> str:
@@ -209,12 +262,13 @@ def _run_batch(
     lm: Any,
     tok: Any,
     vocab: Any,
-    compiled: Any,
-    parse: Any,
+    grammars: Sequence[tuple[Any, Any]],
     prompt: str,
     batch: Sequence[tuple[int, str]],
     max_new_tokens: int,
 ) -> Iterator[Extraction]:
+    """Extract a batch in one ``model.generate``; ``grammars``: ``(compiled, parse)`` of
+    each row."""
     import torch
 
     from .transformers import GrammarLogitsProcessor
@@ -228,7 +282,7 @@ def _run_batch(
     input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
     attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
     device = next(lm.parameters()).device
-    proc = GrammarLogitsProcessor(compiled, tokenizer=tok, model=lm)
+    proc = GrammarLogitsProcessor([c for c, _ in grammars], tokenizer=tok, model=lm)
     from transformers import LogitsProcessorList
 
     with torch.no_grad():
@@ -242,7 +296,8 @@ def _run_batch(
             pad_token_id=pad,
         )
     eos_set = set(eos)
-    for (index, _), row in zip(batch, out[:, width:].tolist(), strict=True):
+    rows_out = out[:, width:].tolist()
+    for (index, _), row, (compiled, parse) in zip(batch, rows_out, grammars, strict=True):
         ids: list[int] = []
         for t in row:
             if t in eos_set:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ...errors import CompileBudgetError
 from ..ir import Rule, Terminal
 from ..regex import ByteDFA, literal_dfa, python_regex_dfa
+from ..regex.classed import ClassedDFA
 from ..regex.dfa import shared_automata, union_of_literals
 from .numbers import number_dfa
 from .options import Options
@@ -74,7 +75,9 @@ class GrammarBuilder:
                 "(Options.time_budget_s)"
             )
 
-    def term(self, key: str, make: Callable[[], ByteDFA], source: str, hint: str) -> str | None:
+    def term(
+        self, key: str, make: Callable[[], ByteDFA | ClassedDFA], source: str, hint: str
+    ) -> str | None:
         """A terminal for a DFA, shared by every use of the same ``key``; ``None`` if empty."""
         name = self._term_keys.get(key)
         if name is None:

@@ -32,6 +32,8 @@ class Options:
             lengths); beyond it the pattern or format is left to the final check.
         max_rules: grammar rules allowed in total.
         time_budget_s: wall-clock budget for building the grammar.
+        source: the texts that ``"x-corral-span"`` values must be spans of (``None``:
+            none given; a schema that uses the keyword is then refused).
     """
 
     whitespace: str = "compact"
@@ -44,6 +46,7 @@ class Options:
     max_rules: int = 200_000
     time_budget_s: float = 30.0
     pattern_budget_s: float = 5.0
+    source: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("compact", "flexible"):
@@ -52,5 +55,9 @@ class Options:
             raise ValueError(
                 f"property_order must be 'schema' or 'any', not {self.property_order!r}"
             )
+        if self.source is not None:
+            from ..spans import source_texts
+
+            object.__setattr__(self, "source", source_texts(self.source))
         if self.max_whitespace < 1:
             raise ValueError("max_whitespace must be at least 1")

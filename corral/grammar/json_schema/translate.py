@@ -36,6 +36,7 @@ from typing import Any
 
 from ...errors import CompileBudgetError, EmptyLanguageError, Location, UnsupportedFeatureError
 from ..ir import Grammar
+from ..spans import sources_digest
 from . import refs
 from .algebra import Merger, canonical
 from .emit.array import emit_array
@@ -43,6 +44,7 @@ from .emit.combinators import emit_all_of, emit_alternatives, emit_reference
 from .emit.enum import emit_enum
 from .emit.number import emit_number
 from .emit.object import emit_object
+from .emit.span import SPAN_KEYWORD, emit_span, find_spans
 from .emit.string import emit_string
 from .findings import ANNOTATION, EXACT, FINAL_CHECK, Finding, Findings
 from .grammar_builder import GrammarBuilder, drop_undefined
@@ -106,6 +108,7 @@ class Translator(GrammarBuilder):
         self.universe_keys: Any = None
         self.other_keys_cache: dict[tuple[bytes, ...], Any] = {}
         self.validation: ExactValidation | None = None
+        self.span_pointers: set[str] = set()  # where emit_span enforced a span constraint
 
     # -- values -------------------------------------------------------------------------
     def value(self, schema: Any, ptr: str, resolver: Any) -> str | None:
@@ -144,6 +147,8 @@ class Translator(GrammarBuilder):
                 return None
             schema = simpler
         self.findings.classify(schema, ptr)
+        if schema.get(SPAN_KEYWORD, False) is not False:  # before $ref: refused beside it
+            return emit_span(self, schema, ptr)
         if "$ref" in schema and old_refs:
             # before 2019-09, keywords beside $ref are ignored
             for kw in schema:
@@ -269,6 +274,7 @@ class Translator(GrammarBuilder):
 
 def translate(loaded: LoadedSchema, options: Options) -> Translation:
     """Build the grammar of a loaded schema (see the module docs)."""
+    spans = find_spans(loaded.schema, has_source=options.source is not None)
     b = Translator(loaded, options)
     try:
         top = b.value(loaded.schema, "", loaded.resolver())
@@ -281,12 +287,19 @@ def translate(loaded: LoadedSchema, options: Options) -> Translation:
         raise EmptyLanguageError("no JSON value satisfies the schema")
     b.add("start", top)
     rules = drop_undefined(b.rules, set(b.terms))
+    for ptr in spans.keys() - b.span_pointers:  # merged into another schema, or not used
+        b.findings.needs_check(
+            pointer_join(ptr, SPAN_KEYWORD), SPAN_KEYWORD, "not met as a string schema of its own"
+        )
     findings = b.findings.sorted()
     check = None
     check_id = ""
     if options.final_check:
-        check = FinalCheck(loaded)
+        source = options.source if spans else None
+        check = FinalCheck(loaded, source=source)
         check_id = f"{FINAL_CHECK_VERSION}:" + canonical(loaded.schema)
+        if source is not None:
+            check_id += ":source=" + sources_digest(source)
     grammar = Grammar(
         b.terms,
         rules,

@@ -162,17 +162,19 @@ class ExactValidation:
 
     Args:
         loaded: the schema, as :func:`~corral.grammar.json_schema.load.load_schema` read it.
+        source: the texts ``"x-corral-span"`` values must be spans of (``None``: the
+            keyword is not checked, as by standard validators).
 
     The methods raise whatever stops validation from deciding (a pattern's
     :class:`~corral.grammar.json_schema.ecma.MatchBudgetError`, ``RecursionError``, an
     unresolvable reference): callers decide what that means for them.
     """
 
-    def __init__(self, loaded: LoadedSchema) -> None:
+    def __init__(self, loaded: LoadedSchema, source: tuple[str, ...] | None = None) -> None:
         self.loaded = loaded.for_validation()
         self.patterns = _Patterns()
         self.format_checker = format_checker()
-        self.cls = _validator_class(self.loaded, self.patterns)
+        self.cls = _validator_class(self.loaded, self.patterns, source)
         self._root = self.cls(
             self.loaded.schema, registry=self.loaded.registry, format_checker=self.format_checker
         )
@@ -205,8 +207,9 @@ class FinalCheck:
     (once per reason) saying why.
     """
 
-    def __init__(self, loaded: LoadedSchema) -> None:
+    def __init__(self, loaded: LoadedSchema, *, source: tuple[str, ...] | None = None) -> None:
         self.loaded = loaded
+        self.source = source  # the texts of span constraints (``None``: none checked)
         self._validation: ExactValidation | None = None
         self._lock = threading.Lock()
         self._warned: set[str] = set()
@@ -217,7 +220,7 @@ class FinalCheck:
         if self._validation is None:
             with self._lock:
                 if self._validation is None:
-                    self._validation = ExactValidation(self.loaded)
+                    self._validation = ExactValidation(self.loaded, self.source)
         return self._validation
 
     def __call__(self, text: bytes) -> bool:
@@ -256,8 +259,11 @@ class FinalCheck:
 # -- the validator class -------------------------------------------------------------------
 
 
-def _validator_class(loaded: LoadedSchema, patterns: _Patterns) -> Any:
-    """The draft's ``jsonschema`` validator class with corral's keyword semantics."""
+def _validator_class(
+    loaded: LoadedSchema, patterns: _Patterns, source: tuple[str, ...] | None = None
+) -> Any:
+    """The draft's ``jsonschema`` validator class with corral's keyword semantics (and
+    span constraints checked against ``source`` when it is given)."""
     from jsonschema import ValidationError
     from jsonschema.validators import extend, validator_for
 
@@ -312,6 +318,19 @@ def _validator_class(loaded: LoadedSchema, patterns: _Patterns) -> Any:
     }
     if "unevaluatedProperties" in base.VALIDATORS:
         keywords["unevaluatedProperties"] = unevaluated_properties
+    if source is not None:
+        from .emit.span import SPAN_KEYWORD, span_occurs, span_options
+
+        texts = source
+
+        def span(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+            opts = span_options(value, "")
+            if opts is None or not validator.is_type(instance, "string"):
+                return
+            if not span_occurs(instance, texts, opts):
+                yield ValidationError(f"{instance!r} is not a span of the source")
+
+        keywords[SPAN_KEYWORD] = span
     integral_decimals = loaded.draft != "4"  # draft 4: 1.0 is not an integer
 
     def is_number(_: Any, x: Any) -> bool:

@@ -1,0 +1,173 @@
+"""Span constraints: ``"x-corral-span"`` on a string schema makes its value a verbatim,
+non-empty substring of the source text given at compile time (``source=``).
+
+The keyword's value is ``true`` (exact match), ``false`` (no constraint) or an object
+``{"ignore_case": bool, "whitespace": "exact" | "normalize"}`` (see
+:mod:`corral.grammar.spans`). It combines with ``type: "string"`` and annotations; beside
+any other assertion (``pattern``, ``format``, ``enum``, ``$ref``...) it is refused, naming
+that keyword and its pointer. ``minLength`` 0 or 1 holds already (a span is never empty);
+other length bounds are left to the final check (a generation can then reach a span of
+the wrong length: a dead end at EOS, which :func:`corral.explain` reports).
+
+Standard validators ignore the keyword; corral's final check enforces it too, so that no
+path through the schema (an ``allOf`` merge, say) can drop it: where an occurrence does
+not reach the grammar as a string schema of its own, it is reported as the final
+check's (and refused without one).
+
+:func:`find_spans` reads every occurrence before translation (and refuses malformed ones,
+or any at all without a source); :func:`emit_span` makes the terminal of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ....errors import Location, UnsupportedFeatureError
+from ...spans import WHITESPACE_MODES, SpanOptions, span_dfa
+from ..keywords import ANNOTATIONS
+from ..load import SchemaError, pointer_join
+
+if TYPE_CHECKING:
+    from ..translate import Translator
+
+__all__ = ["SPAN_KEYWORD", "emit_span", "find_spans", "span_occurs", "span_options"]
+
+SPAN_KEYWORD = "x-corral-span"
+
+# keywords whose value maps names to subschemas / holds data, not a subschema
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+_DATA = frozenset({"enum", "const", "examples", "default"})
+
+
+def span_options(value: Any, ptr: str) -> SpanOptions | None:
+    """The options a keyword value asks for (``None``: ``false``, no constraint).
+
+    Raises:
+        SchemaError: a value other than a boolean or an object of known options.
+    """
+    where = pointer_join(ptr, SPAN_KEYWORD)
+    if value is True:
+        return SpanOptions()
+    if value is False:
+        return None
+    if not isinstance(value, dict):
+        raise SchemaError(
+            f"{SPAN_KEYWORD} must be true, false or an object of options, not {value!r} "
+            f"(at {where})",
+            where,
+        )
+    unknown = sorted(set(value) - {"ignore_case", "whitespace"})
+    if unknown:
+        raise SchemaError(
+            f"{SPAN_KEYWORD}: unknown options {unknown} (known: ignore_case, whitespace; "
+            f"at {where})",
+            where,
+        )
+    ic = value.get("ignore_case", False)
+    ws = value.get("whitespace", "exact")
+    if not isinstance(ic, bool):
+        raise SchemaError(f"{SPAN_KEYWORD}: ignore_case must be a boolean (at {where})", where)
+    if ws not in WHITESPACE_MODES:
+        raise SchemaError(
+            f"{SPAN_KEYWORD}: whitespace must be one of {WHITESPACE_MODES} (at {where})", where
+        )
+    return SpanOptions(ignore_case=ic, whitespace=ws)
+
+
+def find_spans(schema: Any, *, has_source: bool) -> dict[str, SpanOptions]:
+    """Every span constraint in ``schema``: JSON pointer of its subschema -> options.
+
+    Raises:
+        SchemaError: a malformed keyword value, or a span constraint without a source.
+    """
+    found: dict[str, SpanOptions] = {}
+    for ptr, node in _subschemas(schema, ""):
+        if SPAN_KEYWORD in node:
+            opts = span_options(node[SPAN_KEYWORD], ptr)
+            if opts is not None:
+                found[ptr] = opts
+    if found and not has_source:
+        where = pointer_join(next(iter(found)), SPAN_KEYWORD)
+        raise SchemaError(
+            f"{SPAN_KEYWORD} (at {where}) needs the source text its values come from: pass "
+            "source=... (corral.compile, generate, stream, infill; extract passes each "
+            "document)",
+            where,
+        )
+    return found
+
+
+def _subschemas(node: Any, ptr: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The dict subschemas of ``node`` with their pointers (depth first in document
+    order, no recursion)."""
+    stack = [(node, ptr)]
+    while stack:
+        s, p = stack.pop()
+        if not isinstance(s, dict):
+            continue
+        yield p, s
+        children: list[tuple[Any, str]] = []
+        for k, v in s.items():
+            if k in _DATA:
+                continue
+            kp = pointer_join(p, k)
+            if k in _SCHEMA_MAPS and isinstance(v, dict):
+                children.extend((sub, pointer_join(kp, name)) for name, sub in v.items())
+            elif isinstance(v, list):
+                children.extend((sub, pointer_join(kp, i)) for i, sub in enumerate(v))
+            elif isinstance(v, dict):
+                children.append((v, kp))
+        stack.extend(reversed(children))
+
+
+def emit_span(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
+    """The terminal of the spans of the source that subschema ``s`` (at ``ptr``, holding
+    :data:`SPAN_KEYWORD`) allows, or ``None`` for ``false`` (the caller goes on without).
+
+    Raises:
+        UnsupportedFeatureError: another assertion beside the keyword, or a type other
+            than ``string``.
+    """
+    opts = span_options(s[SPAN_KEYWORD], ptr)
+    if opts is None:
+        return None
+    for kw in s:
+        if kw == SPAN_KEYWORD or kw in ANNOTATIONS:
+            continue
+        if kw == "type" and s["type"] in ("string", ["string"]):
+            b.findings.exact(pointer_join(ptr, kw), kw)
+            continue
+        if kw == "minLength" and s[kw] in (0, 1) and s[kw] is not True:  # spans are not empty
+            b.findings.exact(pointer_join(ptr, kw), kw, "a span is never empty")
+            continue
+        if kw in ("minLength", "maxLength"):  # the final check's (refused without it)
+            b.findings.needs_check(pointer_join(ptr, kw), kw, f"beside {SPAN_KEYWORD}")
+            continue
+        raise UnsupportedFeatureError(
+            f"{kw} beside {SPAN_KEYWORD}",
+            location=Location(pointer=pointer_join(ptr, kw)),
+            detail=f"{SPAN_KEYWORD} combines with type: string and annotations only; "
+            "a span's text is the source's, so constrain the source instead",
+        )
+    texts = b.opt.source or ()
+    key = f"span:{opts.key}"
+    name = b.term(
+        key, lambda: span_dfa(texts, opts, encoding="json"), f"span at {ptr or '/'}", "SPAN"
+    )  # type: ignore[arg-type]
+    b.findings.exact(pointer_join(ptr, SPAN_KEYWORD), SPAN_KEYWORD)
+    b.span_pointers.add(ptr)
+    return name
+
+
+def span_occurs(value: str, texts: tuple[str, ...], opts: SpanOptions) -> bool:
+    """Whether ``value`` is a non-empty span of one of ``texts`` (the final check's test;
+    the same language as :func:`~corral.grammar.spans.span_dfa`)."""
+    from ...spans import prepare_text
+
+    if not value:
+        return False
+    probe = prepare_text(value, SpanOptions(ignore_case=opts.ignore_case))
+    return any(probe in prepare_text(t, opts) for t in texts)

@@ -1,0 +1,287 @@
+"""Span constraints: values copied verbatim from a source text (``x-corral-span``, Lark
+``%declare SPAN``), from the automaton up to token masks on real tokenizers."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.tokenizers import load_vocab
+
+import corral
+from corral.automata.tables import build_tables
+from corral.errors import UnsupportedFeatureError
+from corral.grammar import Grammar
+from corral.grammar.ir import Rule, Terminal
+from corral.grammar.json_schema.load import SchemaError
+from corral.grammar.regex import ByteDFA
+from corral.grammar.spans import SpanOptions, span_dfa
+from corral.integrations.extract import with_spans
+
+# every JSON escape, multi-byte characters (2, 3 and 4 bytes) and a lone surrogate
+HARD = 'Dr. Ana "Nana" Silva\\ of Zürich\nsaid:\t“日本語” 😀 \x01\x1f\b\f\r end \ud800.'
+ALPHABET = 'ab "\\\n\tZü日😀\x01'
+
+
+def _json(s: str) -> bytes:
+    """``s`` as a JSON string in the canonical form spans use (``\\uXXXX`` for a lone
+    surrogate, every other character as ``json.dumps(..., ensure_ascii=False)``)."""
+    parts = [
+        f"\\u{ord(c):04x}"
+        if 0xD800 <= ord(c) <= 0xDFFF
+        else json.dumps(c, ensure_ascii=False)[1:-1]
+        for c in s
+    ]
+    return ('"' + "".join(parts) + '"').encode("utf-8")
+
+
+# -- the automaton ----------------------------------------------------------------------
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(st.text(ALPHABET, max_size=12), min_size=1, max_size=3),
+    probe=st.text(ALPHABET, max_size=6),
+)
+def test_the_span_automaton_reads_exactly_the_non_empty_substrings(
+    texts: list[str], probe: str
+) -> None:
+    dfa = span_dfa(texts, SpanOptions(), encoding="json")
+    raw = span_dfa(texts, SpanOptions(), encoding="raw")
+    want = bool(probe) and any(probe in t for t in texts)
+    assert dfa.matches(_json(probe)) == want
+    assert raw.matches(probe.encode("utf-8")) == want
+    # every substring of every text is read (not only the probes hypothesis picks)
+    for t in texts:
+        for i in range(len(t)):
+            assert dfa.matches(_json(t[i : i + 4]))
+
+
+def test_every_escape_and_multibyte_character_is_read_in_its_canonical_form() -> None:
+    dfa = span_dfa([HARD], SpanOptions(), encoding="json")
+    for i in range(len(HARD)):
+        for j in range(i + 1, min(len(HARD), i + 6) + 1):
+            assert dfa.matches(_json(HARD[i:j])), HARD[i:j]
+    assert dfa.matches(b'"\\ud800."')
+    assert not dfa.matches(b'"\\u00fcrich"')  # another spelling of "ürich": not canonical
+    assert not dfa.matches(b'""')  # never empty
+    assert not dfa.matches(b'"Silva of"')  # the text has a backslash between them
+
+
+def test_spans_never_cross_from_one_text_into_the_next() -> None:
+    dfa = span_dfa(["abc", "def"], SpanOptions(), encoding="raw")
+    assert dfa.matches(b"bc") and dfa.matches(b"de")
+    assert not dfa.matches(b"cd") and not dfa.matches(b"abcdef")
+
+
+def test_ignore_case_and_normalised_whitespace() -> None:
+    text = "Dr. Émile  ZOLA\n lived in Paris"
+    ic = span_dfa([text], SpanOptions(ignore_case=True), encoding="raw")
+    assert ic.matches("émile".encode()) and ic.matches(b"zola") and ic.matches(b"pARIS")
+    assert not ic.matches(b"Zola lived")
+    ws = span_dfa([text], SpanOptions(whitespace="normalize"), encoding="raw")
+    assert ws.matches(b"ZOLA lived in") and ws.matches("Émile ZOLA".encode())
+    assert not ws.matches("Émile  ZOLA".encode())  # the run reads as one space
+    with pytest.raises(ValueError, match="whitespace"):
+        SpanOptions(whitespace="collapse")
+
+
+def test_a_large_automaton_gets_the_same_lexer_table_as_its_dense_form() -> None:
+    """The tables lay a span automaton out by its classes, never in 256 columns: the
+    layout must behave exactly as the dense one would."""
+    dfa = span_dfa([HARD], SpanOptions(), encoding="json")
+    dense = ByteDFA(dfa.table[:, dfa.byte_class], dfa.accept.copy())
+    tables = []
+    for d in (dfa, dense):
+        terms = {
+            "SPAN": Terminal("SPAN", d),
+            "COMMA": Terminal("COMMA", ByteDFA(*_literal(b","))),
+        }
+        g = Grammar(terms, [Rule("start", ("SPAN",)), Rule("start", ("start", "COMMA", "SPAN"))],
+                    "start")  # fmt: skip
+        tables.append(build_tables(g))
+    a, b = tables
+    assert a.n_lexer_states == b.n_lexer_states
+    full_a = a.lex_trans[:, a.byte_class()]
+    full_b = b.lex_trans[:, b.byte_class()]
+    np.testing.assert_array_equal(full_a, full_b)
+
+
+def _literal(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    trans = np.full((len(data) + 1, 256), -1, np.int32)
+    for i, b in enumerate(data):
+        trans[i, b] = i + 1
+    accept = np.zeros(len(data) + 1, bool)
+    accept[-1] = True
+    return trans, accept
+
+
+# -- token masks on real tokenizers ------------------------------------------------------
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "x-corral-span": True},
+        "city": {"anyOf": [{"type": "string", "x-corral-span": True}, {"type": "null"}]},
+    },
+    "required": ["name", "city"],
+    "additionalProperties": False,
+}
+
+
+def _walk(compiled: corral.CompiledGrammar, rng: random.Random) -> bytes:
+    """A random complete output: each token drawn from the mask (never a dead end)."""
+    vocab = compiled.vocab
+    eos = set(vocab.eos_token_ids)
+    m = compiled.matcher()
+    ids: list[int] = []
+    for _ in range(200):
+        allowed = [int(i) for i in m.allowed_token_ids()]
+        normal = [i for i in allowed if i not in eos]
+        if m.is_accepting() and (not normal or rng.random() < 0.3):
+            break
+        assert normal, f"dead end after {vocab.decode(ids)!r}"
+        t = rng.choice(normal)
+        m.consume(t)
+        ids.append(t)
+    assert m.is_accepting()
+    return vocab.decode(ids)
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+def test_an_invented_value_is_impossible_under_a_span_constraint(tok: str) -> None:
+    vocab = load_vocab(tok)
+    compiled = corral.compile(SCHEMA, vocab, source=HARD)
+    rng = random.Random(7)
+    for _ in range(25):
+        out = _walk(compiled, rng)
+        value = json.loads(out)
+        for field in ("name", "city"):
+            v = value[field]
+            if v is not None:
+                assert v and v in HARD, (out, v)
+        assert compiled.grammar.final_check is not None
+        assert compiled.grammar.final_check(out)
+
+
+@settings(max_examples=12, deadline=None)
+@given(doc=st.text(ALPHABET, min_size=1, max_size=20), seed=st.integers(0, 2**16))
+def test_random_documents_random_walks_copy_from_the_document(doc: str, seed: int) -> None:
+    vocab = load_vocab("gpt2")
+    schema = {"type": "string", "x-corral-span": True}
+    compiled = corral.compile(schema, vocab, source=doc)
+    out = _walk(compiled, random.Random(seed))
+    v = json.loads(out)
+    assert v and v in doc
+
+
+def test_lark_span_terminal_matches_the_source() -> None:
+    vocab = load_vocab("llama2")
+    grammar = 'start: "Name: " SPAN\n%declare SPAN'
+    compiled = corral.compile(grammar, vocab, source=["Ana Silva", "Bo"])
+    rng = random.Random(3)
+    for _ in range(10):
+        out = _walk(compiled, rng).decode("utf-8")
+        assert out.startswith("Name: ")
+        assert out[6:] and (out[6:] in "Ana Silva" or out[6:] in "Bo")
+    with pytest.raises(UnsupportedFeatureError, match="source=") as e:
+        Grammar.from_lark(grammar)
+    assert e.value.location.line == 1
+
+
+# -- errors: refuse what cannot be enforced, naming keyword and pointer --------------------
+def test_a_span_without_a_source_is_refused_with_its_pointer() -> None:
+    with pytest.raises(SchemaError, match="source=") as e:
+        Grammar.from_json_schema(SCHEMA)
+    assert e.value.pointer == "/properties/name/x-corral-span"
+
+
+@pytest.mark.parametrize(
+    ("extra", "pointer"),
+    [
+        ({"pattern": "^a"}, "/properties/p/pattern"),
+        ({"format": "email"}, "/properties/p/format"),
+        ({"enum": ["a"]}, "/properties/p/enum"),
+        ({"type": "integer"}, "/properties/p/type"),
+        ({"$ref": "#/$defs/s"}, "/properties/p/$ref"),
+    ],
+)
+def test_a_span_beside_another_assertion_is_refused(extra: dict, pointer: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"p": {"type": "string", "x-corral-span": True, **extra}},
+        "$defs": {"s": {"type": "string"}},
+    }
+    with pytest.raises(UnsupportedFeatureError, match="x-corral-span") as e:
+        Grammar.from_json_schema(schema, source="abc")
+    assert e.value.location.pointer == pointer
+
+
+@pytest.mark.parametrize("value", ["yes", 1, {"ignore_case": "no"}, {"fuzzy": True}])
+def test_a_malformed_span_keyword_is_refused(value: object) -> None:
+    with pytest.raises(SchemaError, match="x-corral-span") as e:
+        Grammar.from_json_schema({"type": "string", "x-corral-span": value}, source="abc")
+    assert e.value.pointer == "/x-corral-span"
+
+
+def test_length_bounds_beside_a_span_are_the_final_checks() -> None:
+    schema = {"type": "string", "x-corral-span": True, "minLength": 1, "maxLength": 3}
+    ex = corral.explain(schema, source="abcdef")
+    status = {f.keyword: f.status for f in ex.findings}
+    assert status["x-corral-span"] == "exact" and status["minLength"] == "exact"
+    assert status["maxLength"] == "final check"
+    check = Grammar.from_json_schema(schema, source="abcdef").final_check
+    assert check is not None and check(b'"abc"') and not check(b'"abcd"')
+    with pytest.raises(UnsupportedFeatureError, match="maxLength"):
+        Grammar.from_json_schema(schema, source="abcdef", final_check=False)
+
+
+def test_a_span_merged_through_all_of_is_still_enforced() -> None:
+    """Where the keyword does not reach the grammar on a string schema of its own, the
+    final check still refuses a value that is not a span (never silently dropped)."""
+    schema = {
+        "allOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            {"properties": {"a": {"x-corral-span": True}}, "required": ["a"]},
+        ]
+    }
+    g = Grammar.from_json_schema(schema, source="hello world")
+    assert g.final_check is not None
+    assert g.final_check(b'{"a": "world"}')
+    assert not g.final_check(b'{"a": "planet"}')
+
+
+def test_each_source_is_a_grammar_of_its_own() -> None:
+    vocab = load_vocab("gpt2")
+    a = corral.compile(SCHEMA, vocab, source="Ana in Rome")
+    b = corral.compile(SCHEMA, vocab, source="Bo in Oslo")
+    assert a.grammar.fingerprint != b.grammar.fingerprint
+    assert corral.compile(SCHEMA, vocab, source="Ana in Rome") is a
+
+
+def test_source_is_refused_where_it_has_no_meaning() -> None:
+    vocab = load_vocab("gpt2")
+    with pytest.raises(TypeError, match="source"):
+        corral.compile(Grammar.from_regex("a+"), vocab, source="aaa")
+    with pytest.raises(TypeError, match="str"):
+        corral.compile(SCHEMA, vocab, source=b"bytes")
+
+
+def test_with_spans_marks_the_string_branches_of_top_level_properties() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "city": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "age": {"type": "integer"},
+        },
+    }
+    out = json.loads(with_spans(schema, ["name", "city"]))
+    assert out["properties"]["name"]["x-corral-span"] is True
+    assert out["properties"]["city"]["anyOf"][0]["x-corral-span"] is True
+    assert "x-corral-span" not in out["properties"]["city"]["anyOf"][1]
+    with pytest.raises(corral.CorralError, match="age"):
+        with_spans(schema, ["age"])
+    with pytest.raises(corral.CorralError, match="nope"):
+        with_spans(schema, ["nope"])
