@@ -52,3 +52,22 @@ def test_a_value_the_text_lacks_comes_out_as_null(gemma) -> None:  # type: ignor
     value = corral.generate(model, PROMPT.format(text=text), schema=SCHEMA, tokenizer=tok,
                             max_new_tokens=64)  # fmt: skip
     assert value == {"name": "Lena", "age": None, "city": "Vienna"}
+
+
+def test_extract_copies_span_fields_from_each_document(gemma) -> None:  # type: ignore[no-untyped-def]
+    """With name and city marked as spans, each record's values are copied from its own
+    document (one grammar per document, in one batch)."""
+    import json
+
+    from corral.integrations.extract import with_spans
+
+    model, tok = gemma
+    schema = json.loads(with_spans(SCHEMA, ["name", "city"]))
+    prompt = PROMPT.replace("{text}", "{document}")
+    docs = TEXTS[:3]
+    records = corral.extract(model, docs, schema, tokenizer=tok, prompt=prompt,
+                             batch_size=3, max_new_tokens=64)  # fmt: skip
+    for doc, r in zip(docs, records, strict=True):
+        jsonschema.validate(r, SCHEMA)
+        assert r["name"] in doc
+        assert r["city"] is None or r["city"] in doc

@@ -227,10 +227,10 @@ class Extractor:
         self.vocab = vocabulary_for(self.lm, self.tok)
         self.schema, self.schema_options = schema, schema_options
         # span constraints copy from each document: one grammar per document (the schema
-        # is checked here, on an empty source)
+        # is checked here, with a one-character source)
         self.spans = uses_spans(schema)
         self.compiled, self.parse = compile_constraint(
-            self.vocab, schema=schema, **({"source": ""} if self.spans else {}), **schema_options
+            self.vocab, schema=schema, **({"source": "x"} if self.spans else {}), **schema_options
         )
         self.prompt = prompt.replace("{schema}", schema_json(schema))
         self.max_new_tokens = max_new_tokens
