@@ -18,7 +18,7 @@ from corral.errors import UnsupportedFeatureError
 from corral.grammar import Grammar
 from corral.grammar.ir import Rule, Terminal
 from corral.grammar.json_schema.load import SchemaError
-from corral.grammar.regex import ByteDFA
+from corral.grammar.regex import ByteDFA, literal_dfa
 from corral.grammar.spans import SpanOptions, span_dfa
 from corral.integrations.extract import with_spans
 
@@ -97,7 +97,7 @@ def test_a_large_automaton_gets_the_same_lexer_table_as_its_dense_form() -> None
     for d in (dfa, dense):
         terms = {
             "SPAN": Terminal("SPAN", d),
-            "COMMA": Terminal("COMMA", ByteDFA(*_literal(b","))),
+            "COMMA": Terminal("COMMA", literal_dfa(",")),
         }
         g = Grammar(terms, [Rule("start", ("SPAN",)), Rule("start", ("start", "COMMA", "SPAN"))],
                     "start")  # fmt: skip
@@ -107,15 +107,6 @@ def test_a_large_automaton_gets_the_same_lexer_table_as_its_dense_form() -> None
     full_a = a.lex_trans[:, a.byte_class()]
     full_b = b.lex_trans[:, b.byte_class()]
     np.testing.assert_array_equal(full_a, full_b)
-
-
-def _literal(data: bytes) -> tuple[np.ndarray, np.ndarray]:
-    trans = np.full((len(data) + 1, 256), -1, np.int32)
-    for i, b in enumerate(data):
-        trans[i, b] = i + 1
-    accept = np.zeros(len(data) + 1, bool)
-    accept[-1] = True
-    return trans, accept
 
 
 # -- token masks on real tokenizers ------------------------------------------------------

@@ -356,7 +356,7 @@ class Matcher:
                     break
                 tokens.append((tok, i))
                 i += ln
-        while tokens and _extends_beyond(trie, data, tokens[-1][1]):
+        while tokens and trie.extended(data[tokens[-1][1] :]):
             tokens.pop()
         n_ok = 0
         for t, _ in tokens:
@@ -367,35 +367,16 @@ class Matcher:
         return [t for t, _ in tokens[:n_ok]]
 
 
-def _child(trie: Any, node: int, byte: int) -> int:
-    lo, hi = int(trie.child_start[node]), int(trie.child_start[node + 1])
-    kids = trie.children[lo:hi]
-    j = int(np.searchsorted(trie.node_byte[kids], byte))
-    if j < len(kids) and int(trie.node_byte[kids[j]]) == byte:
-        return int(kids[j])
-    return -1
-
-
 def _longest_token(trie: Any, data: bytes, i: int) -> tuple[int, int]:
     node, best, best_len = 0, -1, 0
     for k in range(i, len(data)):
-        node = _child(trie, node, data[k])
+        node = trie.child(node, data[k])
         if node < 0:
             break
         if trie.tok_count[node] > 0:
             best = int(trie.token_ids[trie.tok_start[node]])
             best_len = k - i + 1
     return best, best_len
-
-
-def _extends_beyond(trie: Any, data: bytes, start: int) -> bool:
-    """Whether some token starts with ``data[start:]`` and is longer than it."""
-    node = 0
-    for k in range(start, len(data)):
-        node = _child(trie, node, data[k])
-        if node < 0:
-            return False
-    return int(trie.subtree_end[node]) > node + 1
 
 
 def fill_scratch(depth: int, rank_words: int) -> FillScratch:

@@ -104,6 +104,29 @@ class TokenTrie:
     def n_nodes(self) -> int:
         return int(self.node_byte.shape[0])
 
+    def child(self, node: int, byte: int) -> int:
+        """The child of ``node`` along ``byte``, or -1."""
+        lo, hi = int(self.child_start[node]), int(self.child_start[node + 1])
+        kids = self.children[lo:hi]
+        j = int(np.searchsorted(self.node_byte[kids], byte))
+        if j < len(kids) and int(self.node_byte[kids[j]]) == byte:
+            return int(kids[j])
+        return -1
+
+    def node_of(self, data: bytes) -> int:
+        """The node that spells ``data`` (the root for ``b""``), or -1."""
+        node = 0
+        for b in data:
+            node = self.child(node, b)
+            if node < 0:
+                return -1
+        return node
+
+    def extended(self, data: bytes) -> bool:
+        """Whether some token starts with ``data`` and is longer than it."""
+        node = self.node_of(data)
+        return node >= 0 and int(self.subtree_end[node]) > node + 1
+
     @property
     def n_tokens(self) -> int:
         return int(self.token_ids.shape[0])

@@ -2,8 +2,8 @@
 
 A :class:`~corral.grammar.regex.dfa.ByteDFA` keeps one ``int32`` per (state, byte): 1 KB a
 state. The automaton of every substring of a 100,000-character document (``spans.py``) has
-about 200,000 states: 200 MB that way. A :class:`ClassedDFA` keeps one column per *byte
-class* instead (the bytes no state tells apart), usually a few dozen, and the lexer tables
+about 170,000 states: 175 MB that way. A :class:`ClassedDFA` keeps one column per *byte
+class* instead (for that English text, 93), and the lexer tables
 (``corral/automata/tables.py``) lay it out in the same column form without ever
 expanding it.
 

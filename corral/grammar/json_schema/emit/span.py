@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ....errors import Location, UnsupportedFeatureError
-from ...spans import WHITESPACE_MODES, SpanOptions, span_dfa
+from ...spans import WHITESPACE_MODES, SpanOptions, prepare_text, span_dfa
 from ..keywords import ANNOTATIONS
 from ..load import SchemaError, pointer_join
 
@@ -156,7 +156,7 @@ def emit_span(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
     key = f"span:{opts.key}"
     name = b.term(
         key, lambda: span_dfa(texts, opts, encoding="json"), f"span at {ptr or '/'}", "SPAN"
-    )  # type: ignore[arg-type]
+    )
     b.findings.exact(pointer_join(ptr, SPAN_KEYWORD), SPAN_KEYWORD)
     b.span_pointers.add(ptr)
     return name
@@ -165,8 +165,6 @@ def emit_span(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
 def span_occurs(value: str, texts: tuple[str, ...], opts: SpanOptions) -> bool:
     """Whether ``value`` is a non-empty span of one of ``texts`` (the final check's test;
     the same language as :func:`~corral.grammar.spans.span_dfa`)."""
-    from ...spans import prepare_text
-
     if not value:
         return False
     probe = prepare_text(value, SpanOptions(ignore_case=opts.ignore_case))
