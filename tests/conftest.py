@@ -27,5 +27,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="module")
+def gpt2_model():  # type: ignore[no-untyped-def]
+    """A tiny random Llama whose logits cover the real GPT-2 tokenizer, and the tokenizer."""
+    from support.tiny_models import tiny_llama
+    from support.tokenizers import load_tokenizer
+
+    tok = load_tokenizer("gpt2")
+    return tiny_llama(tok), tok
+
+
 def grammar_text(name: str) -> str:
     return (GRAMMAR_DIR / f"{name}.lark").read_text()

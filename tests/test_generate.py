@@ -25,12 +25,6 @@ PERSON = {
 }
 
 
-@pytest.fixture(scope="module")
-def gpt2_model():  # type: ignore[no-untyped-def]
-    tok = load_tokenizer("gpt2")
-    return tiny_llama(tok), tok
-
-
 def test_greedy_schema_output_validates(gpt2_model) -> None:  # type: ignore[no-untyped-def]
     model, tok = gpt2_model
     result = corral.generate(model, "Person:", schema=PERSON, tokenizer=tok, details=True)
@@ -79,9 +73,11 @@ def test_regex_and_grammar_return_text(gpt2_model) -> None:  # type: ignore[no-u
 def test_pydantic_class_gives_instance(gpt2_model) -> None:  # type: ignore[no-untyped-def]
     from typing import Literal
 
-    from pydantic import BaseModel, Field
+    from pydantic import BaseModel, ConfigDict, Field
 
     class Item(BaseModel):
+        # no extra fields: a random model would otherwise wander into extra properties
+        model_config = ConfigDict(extra="forbid")
         kind: Literal["book", "pen"]
         count: int = Field(ge=1, le=9)
 

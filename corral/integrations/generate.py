@@ -12,6 +12,13 @@ as a :class:`~corral.sampler.lm.CausalLM` (:mod:`.hf_lm`):
   streams;
 * a sequence sampler (``"smc"``, ``"asap"``) draws the whole output at once.
 
+Token healing (``heal``, :mod:`corral.sampler.healing`; on by default for a per-token
+sampler and a text prompt without chat template): the prompt's last token is backed up
+when a longer token starts with its bytes, and the output first spells those bytes again
+under an exact mask. The text returned (and streamed) is what follows the prompt: the
+re-spelled bytes are not in it; ``token_ids`` are every token generated, the ones that
+re-spell them included (``stats.healed_bytes`` says how many bytes).
+
 When ``max_new_tokens`` is spent before the output is complete,
 :class:`~corral.errors.IncompleteGenerationError` is raised with the partial text; an
 output the grammar accepts at that point is complete and returned.
@@ -43,8 +50,13 @@ class Generation:
     Attributes:
         value: the parsed value (dict/list/... for a JSON Schema, a model instance for a
             pydantic class, the text for a grammar or regex).
-        text: the generated text.
-        token_ids: the generated token ids (EOS excluded).
+        text: the generated text: what follows the prompt (with token healing, the bytes
+            of the prompt's backed-up last token, which the output spells again first, are
+            not in it).
+        token_ids: the generated token ids (EOS excluded), the ones that re-spell healed
+            prompt bytes included: their bytes are those ``stats.healed_bytes`` bytes,
+            then ``text``. The prompt's ids less the backed-up token, then these, are the
+            tokens the model read.
         stats: :class:`GenerationStats`.
     """
 
@@ -97,6 +109,7 @@ def decode_steps(
     fast_forward: bool | None = None,
     sampler: str = "mask",
     stats: GenerationStats | None = None,
+    heal: bool | None = None,
 ) -> Iterator[list[int]]:
     """Yield the new tokens of each step (several when fast-forwarded).
 
@@ -107,8 +120,10 @@ def decode_steps(
     distribution as masking, without computing the mask (``stats.checks`` counts the
     tokens checked). ``fast_forward``: see
     :func:`~corral.sampler.config.resolve_fast_forward` (default: on for
-    ``"mask"``, off for ``"awrs"``). The loop itself is
-    :func:`corral.sampler.decode.token_steps`.
+    ``"mask"``, off for ``"awrs"``). ``heal=True``: token healing (see :func:`generate`;
+    the yielded tokens start with those that spell the backed-up token's bytes again,
+    ``stats.healed_bytes`` of them); ``None`` (default) and ``False``: off, the ids are
+    taken as given. The loop itself is :func:`corral.sampler.decode.token_steps`.
     """
     from ..sampler.decode import token_steps
     from ..sampler.registry import PER_TOKEN_SAMPLERS
@@ -121,8 +136,19 @@ def decode_steps(
         sampler=sampler, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
         top_p=top_p, seed=seed, fast_forward=fast_forward,
     )  # fmt: skip
+    do_heal = _resolve_heal(heal, sampler, text_prompt=False, chat=False)
+    if do_heal and matcher is None:
+        raise ValueError("heal=True needs a matcher: token healing spells the prompt's "
+                         "last token again under the constraint")  # fmt: skip
     yield from token_steps(HFCausalLM(model), ids, matcher, config,
-                           tokenize=_tokenize(tokenizer), eos_ids=eos_ids, stats=stats)  # fmt: skip
+                           tokenize=_tokenize(tokenizer), eos_ids=eos_ids, stats=stats,
+                           heal=do_heal)  # fmt: skip
+
+
+def _resolve_heal(heal: bool | None, sampler: str, *, text_prompt: bool, chat: bool) -> bool:
+    from ..sampler.healing import resolve_heal
+
+    return resolve_heal(heal, sampler, text_prompt=text_prompt, chat=chat)
 
 
 def _tokenize(tokenizer: Any) -> Callable[[bytes], list[int]]:
@@ -154,13 +180,15 @@ def stream(
     sampler: str = "mask",
     chat: bool = False,
     fast_forward: bool | None = None,
+    heal: bool | None = None,
     n_particles: int = 16,
     asap_path: str | os.PathLike[str] | None = None,
     **schema_options: Any,
 ) -> Iterator[str]:
     """Like :func:`generate`, yielding text pieces as they are produced.
 
-    The pieces concatenate to the output text (a piece never splits a UTF-8 character).
+    The pieces concatenate to the output text (a piece never splits a UTF-8 character;
+    with token healing, the re-spelled prompt bytes are not streamed).
     After the last piece the output is validated; an incomplete output raises
     :class:`~corral.errors.IncompleteGenerationError` at the end.
     """
@@ -170,7 +198,7 @@ def stream(
         asap_path=asap_path,
     )  # fmt: skip
     session = _Session(model, prompt, config, schema=schema, grammar=grammar, regex=regex,
-                       tokenizer=tokenizer, chat=chat, **schema_options)  # fmt: skip
+                       tokenizer=tokenizer, chat=chat, heal=heal, **schema_options)  # fmt: skip
     yield from session.pieces()
     session.finish()
 
@@ -191,6 +219,7 @@ def generate(
     sampler: str = "mask",
     chat: bool = False,
     fast_forward: bool | None = None,
+    heal: bool | None = None,
     details: bool = False,
     n_particles: int = 16,
     asap_path: str | os.PathLike[str] | None = None,
@@ -232,6 +261,20 @@ def generate(
             that promise a distribution; ``True`` with those raises ``ValueError``. With
             ``"mask"`` it changes the sampled token sequences (see docs/generation.md);
             ``False`` gives plain per-token masked sampling.
+        heal: token healing. A prompt that ends inside what would be one token (a
+            trailing space, half a word, an open quote) puts the model at a token boundary
+            it never saw in training. With healing, the prompt's last token is backed up
+            when some longer token starts with its bytes (never a special token, nor the
+            only token), and the first generated tokens must spell those bytes again,
+            exactly, under the constraint (see :mod:`corral.sampler.healing`); the model
+            chooses how the tokens cross the boundary. The returned text and value are what
+            follows the prompt (the re-spelled bytes are not repeated);
+            ``stats.healed_bytes`` counts them, and the tokens that spell them are in
+            ``token_ids`` and count in ``max_new_tokens``. ``None`` (default): on for
+            ``"mask"`` and ``"awrs"`` with a text prompt and ``chat=False``; off for token
+            id prompts (the caller's own tokenization) and chat prompts (the template's
+            end is a boundary the model was trained on); ``True`` heals those too.
+            ``"smc"``/``"asap"`` do not heal (``True`` raises ``ValueError``).
         details: return a :class:`Generation` (value, text, tokens, statistics) instead of
             the value alone.
         schema_options: JSON Schema options (``whitespace``, ``property_order``, ...).
@@ -253,7 +296,7 @@ def generate(
         asap_path=asap_path,
     )  # fmt: skip
     session = _Session(model, prompt, config, schema=schema, grammar=grammar, regex=regex,
-                       tokenizer=tokenizer, chat=chat, **schema_options)  # fmt: skip
+                       tokenizer=tokenizer, chat=chat, heal=heal, **schema_options)  # fmt: skip
     for _ in session.pieces():
         pass
     result = session.finish()
@@ -275,9 +318,12 @@ class _Session:
         regex: str | None,
         tokenizer: Any,
         chat: bool,
+        heal: bool | None = None,
         **schema_options: Any,
     ) -> None:
         self.config = config
+        self.heal = _resolve_heal(heal, config.sampler, text_prompt=isinstance(prompt, str),
+                                  chat=chat)  # fmt: skip
         self.model, self.tokenizer = resolve_model(model, tokenizer)
         self.vocab = vocabulary_for(self.model, self.tokenizer)
         self.compiled, self.parse = compile_constraint(
@@ -299,13 +345,17 @@ class _Session:
             yield self._result.text
             return
         dec = codecs.getincrementaldecoder("utf-8")("replace")
+        seen = 0  # bytes of the tokens so far, the re-spelled healed bytes included
         for new in token_steps(
             HFCausalLM(self.model), self.ids, self.matcher, self.config,
             tokenize=_tokenize(self.tokenizer), eos_ids=self.vocab.eos_token_ids,
-            stats=self.stats,
+            stats=self.stats, heal=self.heal,
         ):  # fmt: skip
             self.tokens.extend(new)
-            piece = dec.decode(self.vocab.decode(new))
+            data = self.vocab.decode(new)
+            skip = max(0, min(len(data), self.stats.healed_bytes - seen))
+            seen += len(data)
+            piece = dec.decode(data[skip:])
             if piece:
                 yield piece
         tail = dec.decode(b"", final=True)
@@ -337,11 +387,14 @@ class _Session:
     def finish(self) -> Generation:
         if self._result is not None:
             return self._result
-        text = self.vocab.decode(self.tokens).decode("utf-8", "replace")
-        if not self.matcher.is_accepting():
+        data = self.vocab.decode(self.tokens)
+        healed = self.stats.healed_bytes  # spelled again first: not part of the output
+        text = data[healed:].decode("utf-8", "replace")
+        if len(data) < healed or not self.matcher.is_accepting():
             raise IncompleteGenerationError(
                 f"max_new_tokens={self.config.max_new_tokens} ran out before the output was "
-                "complete",
+                "complete"
+                + (" (while spelling the healed prompt bytes)" if len(data) < healed else ""),
                 partial_text=text,
                 token_ids=list(self.tokens),
             )

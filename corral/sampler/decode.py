@@ -9,6 +9,12 @@ Per step:
 2. the sampler's ``prepare`` (masking computes the mask); if the output is complete and
    nothing but EOS may follow, stop (no forward pass);
 3. one forward pass (``CausalLM.extend``), then the sampler's ``step``; EOS stops.
+
+With ``heal=True`` (token healing, :mod:`corral.sampler.healing`), the prompt's last token
+is backed up when it could have been extended, and the first steps sample under the
+healing mask (through a :class:`~corral.sampler.healing.HealingView` of the matcher, with
+no fast-forward) until the output has spelled its bytes again; then the matcher reads the
+bytes past them and the loop goes on as above.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class GenerationStats:
     mask_s: float = 0.0  # time computing masks and forced tokens
     sample_s: float = 0.0  # time masking logits and sampling
     checks: int = 0  # tokens checked one by one against the constraint (AWRS, SMC)
+    healed_bytes: int = 0  # prompt bytes backed up by token healing (re-spelled first)
 
     @property
     def mask_share(self) -> float:
@@ -53,6 +60,7 @@ def token_steps(
     tokenize: Callable[[bytes], list[int]] | None = None,
     eos_ids: Sequence[int] = (),
     stats: GenerationStats | None = None,
+    heal: bool = False,
 ) -> Iterator[list[int]]:
     """Yield the new tokens of each step (several when fast-forwarded).
 
@@ -66,6 +74,10 @@ def token_steps(
             the longest vocabulary tokens, see ``Matcher.forced_tokens``).
         eos_ids: ids that end the output (with the grammar's own EOS ids).
         stats: counts and times, updated in place.
+        heal: token healing (:mod:`corral.sampler.healing`): back the prompt up by its
+            last token when some longer token starts with its bytes, and make the output
+            spell those bytes first (``stats.healed_bytes`` of them; the yielded tokens
+            include the ones that spell them). Needs a matcher.
 
     Stops at EOS (not yielded), when the grammar allows nothing but EOS, or after
     ``config.max_new_tokens`` tokens.
@@ -81,13 +93,27 @@ def token_steps(
     fast_forward = bool(config.fast_forward)
     limit = config.max_new_tokens
     feed = list(ids)
+    healer = None  # the matcher as the sampler sees it while healing
+    if heal:
+        if matcher is None:
+            raise ValueError("token healing needs a constraint (a matcher)")
+        if not matcher.is_finished():
+            from .healing import HealingView, heal_prompt
+
+            t0 = time.perf_counter()
+            feed, healed = heal_prompt(matcher.compiled.vocab, feed)
+            if healed:
+                healer = HealingView(matcher, healed)
+                st.healed_bytes = len(healed)
+            st.mask_s += time.perf_counter() - t0
     state = None
     produced = 0
     checks0 = sampler.checks
     while produced < limit:
+        cur = matcher if healer is None else healer
         if matcher is not None:
             t0 = time.perf_counter()
-            forced = matcher.forced_tokens(tokenize) if fast_forward else []
+            forced = matcher.forced_tokens(tokenize) if fast_forward and healer is None else []
             forced = forced[: limit - produced]
             if forced:
                 matcher.consume_tokens(forced)
@@ -98,7 +124,7 @@ def token_steps(
                 feed.extend(forced)
                 yield forced
                 continue
-            stop = sampler.prepare(matcher, eos)
+            stop = sampler.prepare(cur, eos)
             st.mask_s += time.perf_counter() - t0
             if stop:
                 return
@@ -107,13 +133,18 @@ def token_steps(
         st.forward_s += time.perf_counter() - t0
         st.forward_passes += 1
         t0 = time.perf_counter()
-        tok = sampler.step(logits, matcher, gen)
+        tok = sampler.step(logits, cur, gen)
         st.checks += sampler.checks - checks0
         checks0 = sampler.checks
         st.sample_s += time.perf_counter() - t0
-        if tok in eos:
+        if healer is not None:  # (its mask has no EOS: an EOS here is rejected)
+            healer.consume(tok)
+            if healer.done:
+                healer.commit()
+                healer = None
+        elif tok in eos:
             return
-        if matcher is not None:
+        elif matcher is not None:
             matcher.consume(tok)
         st.sampled_tokens += 1
         st.new_tokens += 1
