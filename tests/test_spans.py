@@ -268,7 +268,9 @@ def test_with_spans_marks_the_string_branches_of_top_level_properties() -> None:
             "age": {"type": "integer"},
         },
     }
+    before = json.dumps(schema)
     out = json.loads(with_spans(schema, ["name", "city"]))
+    assert json.dumps(schema) == before  # the caller's schema is not changed
     assert out["properties"]["name"]["x-corral-span"] is True
     assert out["properties"]["city"]["anyOf"][0]["x-corral-span"] is True
     assert "x-corral-span" not in out["properties"]["city"]["anyOf"][1]

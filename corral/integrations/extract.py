@@ -128,7 +128,7 @@ def extract_iter(
 
 
 def with_spans(schema: str | dict[str, Any], fields: Sequence[str]) -> str:
-    """``schema`` (JSON text or a dict) as JSON text, with the string values of the
+    """A copy of ``schema`` (JSON text or a dict) as JSON text, with the string values of the
     top-level properties ``fields`` marked ``"x-corral-span": true`` (their text must
     be copied from the document). A property's string branches are marked where it is an
     ``anyOf``/``oneOf`` (e.g. a string or null).
@@ -137,9 +137,11 @@ def with_spans(schema: str | dict[str, Any], fields: Sequence[str]) -> str:
         CorralError: the schema is not JSON, or has no such property, or the property
             allows no plain string.
     """
+    import copy
+
     from ..grammar.json_schema.load import as_schema
 
-    doc = as_schema(schema)
+    doc = copy.deepcopy(as_schema(schema))  # the caller's schema is not changed
     props = doc.get("properties") if isinstance(doc, dict) else None
     for name in fields:
         prop = props.get(name) if isinstance(props, dict) else None
