@@ -43,6 +43,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Grammar": "corral.grammar",
+    "EntitySet": "corral.grammar.entities",
     "Vocabulary": "corral.automata",
     "CompiledGrammar": "corral.automata",
     "Matcher": "corral.automata",
@@ -71,6 +72,7 @@ __all__ = [
     "CompletionChecker",
     "CorralError",
     "EmptyLanguageError",
+    "EntitySet",
     "Generation",
     "Grammar",
     "GrammarError",
@@ -112,6 +114,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .automata.compiler import Compiler
     from .automata.completion import CompletionChecker
     from .grammar import Grammar
+    from .grammar.entities import EntitySet
     from .grammar.json_schema import explain
     from .grammar.json_schema.load import SchemaError
     from .integrations.extract import extract

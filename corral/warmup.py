@@ -155,6 +155,25 @@ def _step_lark(state: State) -> None:
     _drive(state["lark"], b"SELECT name, age FROM t")
 
 
+def _step_sparse(state: State) -> None:
+    from .grammar.entities import EntitySet
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "x-corral-entities": "cities"},
+            "quote": {"type": "string", "x-corral-span": True},
+        },
+        "required": ["city", "quote"],
+    }
+    compiled = state["compiler"].compile(
+        schema,
+        source="Lena moved to Wien.",
+        entities={"cities": EntitySet(["Wien", "Graz", "São Paulo"])},
+    )
+    _drive(compiled, b'{"city": "Wien", "quote": "moved to"}')
+
+
 def _step_regex(state: State) -> None:
     from .automata.completion import MASK, MASK_OPT, completion_checker
 
@@ -196,6 +215,7 @@ _STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (
     ("JSON Schema", _step_json_schema),
     ("masks and consumes", _step_masks),
     ("Lark grammar", _step_lark),
+    ("entity set and span (sparse lexer rows)", _step_sparse),
     ("regular expression", _step_regex),
     ("batched masks and logits", _step_batched),
     ("completion checks (diffusion)", _step_completion),
@@ -210,7 +230,8 @@ def warmup(progress: Progress | None = None) -> list[WarmupStep]:
 
     Steps: the vocabulary's trie; a JSON Schema compile (token caches, state signatures,
     continuation classes); masks, consumes and forced tokens on it; a Lark grammar with
-    ignored whitespace and a special token; a regular expression (token-level DFA);
+    ignored whitespace and a special token; an entity set and a span constraint (the
+    kernels' form for sparse lexer rows); a regular expression (token-level DFA);
     batched masks and masking float32 logits; completion checks of partly filled slots
     (diffusion). Raises ``RuntimeError`` if a constraint rejects its built-in text.
     """

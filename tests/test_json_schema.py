@@ -240,12 +240,15 @@ def test_errors() -> None:
 
 
 def test_budgets() -> None:
-    # an enum's strings are one terminal while its automaton fits in max_states; past
-    # that, one terminal per string, and the rule budget stops a huge enum
+    # an enum's strings are one terminal at any size (past 4,096 trie states, their
+    # minimal automaton as sparse rows, not bounded by max_states)
     big = {"enum": [f"value {i}" for i in range(5000)]}
-    assert len(Grammar.from_json_schema(big, max_rules=1000).rules) < 10
+    g = Grammar.from_json_schema(big, max_rules=1000, max_states=5000)
+    assert len(g.rules) < 10 and len(g.terminals) == 1
+    # the rule budget stops a schema of many rules
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(2000)}}
     with pytest.raises(CompileBudgetError, match="max_rules"):
-        Grammar.from_json_schema(big, max_rules=1000, max_states=5000)
+        Grammar.from_json_schema(wide, max_rules=1000)
     nested: dict = {"type": "integer"}
     for _ in range(12):
         nested = {"anyOf": [nested, {"type": "array", "items": nested}]}

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from support.tokenizers import load_vocab
 
 import corral
+from corral.automata.kernels.lexer import lex_next
 from corral.automata.tables import build_tables
 from corral.errors import UnsupportedFeatureError
 from corral.grammar import Grammar
@@ -88,12 +89,12 @@ def test_ignore_case_and_normalised_whitespace() -> None:
         SpanOptions(whitespace="collapse")
 
 
-def test_a_large_automaton_gets_the_same_lexer_table_as_its_dense_form() -> None:
-    """The tables lay a span automaton out by its classes, never in 256 columns: the
-    layout must behave exactly as the dense one would."""
+def test_a_sparse_automaton_steps_as_its_dense_form() -> None:
+    """The tables keep a span automaton as sparse rows, never in 256 columns: the kernels'
+    lexer step must behave exactly as the dense layout would, for every state and byte."""
     dfa = span_dfa([HARD], SpanOptions(), encoding="json")
-    dense = ByteDFA(dfa.table[:, dfa.byte_class], dfa.accept.copy())
-    tables = []
+    dense = ByteDFA(np.stack([dfa.row(s) for s in range(dfa.n_states)]), dfa.accept.copy())
+    steps = []
     for d in (dfa, dense):
         terms = {
             "SPAN": Terminal("SPAN", d),
@@ -101,12 +102,19 @@ def test_a_large_automaton_gets_the_same_lexer_table_as_its_dense_form() -> None
         }
         g = Grammar(terms, [Rule("start", ("SPAN",)), Rule("start", ("start", "COMMA", "SPAN"))],
                     "start")  # fmt: skip
-        tables.append(build_tables(g))
-    a, b = tables
-    assert a.n_lexer_states == b.n_lexer_states
-    full_a = a.lex_trans[:, a.byte_class()]
-    full_b = b.lex_trans[:, b.byte_class()]
-    np.testing.assert_array_equal(full_a, full_b)
+        t = build_tables(g)
+        assert t.n_dense_states == (2 if d is dfa else 2 + dfa.n_states)  # COMMA's two
+        bc = t.byte_class()
+        local: dict[str, np.ndarray] = {}
+        for i, name in enumerate(t.terminal_names):
+            states = t.term_states(i)
+            local[name] = np.array(
+                [[lex_next(t.lex, q, int(bc[b])) for b in range(256)] for q in states]
+            )
+            local[name] = np.where(local[name] >= 0, local[name] - states.start, -1)
+        steps.append(local)
+    for name in ("SPAN", "COMMA"):
+        np.testing.assert_array_equal(steps[0][name], steps[1][name])
 
 
 # -- token masks on real tokenizers ------------------------------------------------------

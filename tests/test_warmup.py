@@ -2,9 +2,9 @@
 
 From an empty Numba cache (a fresh ``NUMBA_CACHE_DIR``), ``python -m corral warmup`` runs;
 then a second process does what users do (a real tokenizer, a JSON Schema, the Lark JSON
-grammar, a regex, masks, consumes, fast-forward, batched masks on torch logits, completion
-checks) and every corral kernel it calls must come from the cache: Numba counts a cache
-miss for each signature it had to compile.
+grammar, a regex, an entity set and a span, masks, consumes, fast-forward, batched masks
+on torch logits, completion checks) and every corral kernel it calls must come from the
+cache: Numba counts a cache miss for each signature it had to compile.
 """
 
 from __future__ import annotations
@@ -36,7 +36,12 @@ schema = {"type": "object", "properties": {"id": {"type": "integer"},
 lark = open(sys.argv[2]).read()
 docs = [(compiler.json_schema(schema), '{"id": 7, "tags": ["ab"], "kind": "user"}'),
         (compiler.lark(lark), '{"a": [1, 2.5e3, null, "x\\u00e9"]}'),
-        (compiler.regex(r"\d{3}-\d{4}"), "555-1234")]
+        (compiler.regex(r"\d{3}-\d{4}"), "555-1234"),
+        (compiler.compile({"type": "object", "properties": {
+            "c": {"type": "string", "x-corral-entities": "c"},
+            "q": {"type": "string", "x-corral-span": True}}, "required": ["c", "q"]},
+            source="she moved to Wien", entities={"c": ["Wien", "Graz"]}),
+         '{"c": "Wien", "q": "to Wien"}')]
 mask = corral.allocate_bitmask(2, vocab.size)
 for compiled, text in docs:
     m = compiled.matcher()

@@ -31,9 +31,9 @@ def cache_key(grammar_fingerprint: str, vocab_hash: str, tables: Any, trie_diges
     """Hex digest (32 characters) naming a compilation's token caches.
 
     It covers everything the caches are computed from: the file format and corral's
-    version, the grammar's fingerprint, the vocabulary's hash, the lexer tables (``gt``
-    and ``lex_trans``: dtype, shape and contents) and the trie layout the caches index
-    (node bytes, subtree ranges, rank order of the tokens). Two compilations with the
+    version, the grammar's fingerprint, the vocabulary's hash, the lexer tables (``gt``,
+    ``lex_trans`` and any sparse rows: dtype, shape and contents) and the trie layout the
+    caches index (node bytes, subtree ranges, rank order of the tokens). Two compilations with the
     same key build identical caches.
     """
     from .. import __version__
@@ -44,6 +44,8 @@ def cache_key(grammar_fingerprint: str, vocab_hash: str, tables: Any, trie_diges
     h.update(vocab_hash.encode() + b"\0")
     hash_array(h, "gt", tables.gt)
     hash_array(h, "lex_trans", tables.lex_trans)
+    for name, a in zip(("row_start", "cls", "dst"), tables.lex_sparse or (), strict=False):
+        hash_array(h, "lex_sparse." + name, a)
     h.update(trie_digest)
     return h.hexdigest()[:32]
 

@@ -1,7 +1,7 @@
 """Chart: the byte-level Earley chart of one sequence, and the one way to run its kernels.
 
 The chart's arrays and their columns are described in ``kernels/earley.py`` and named in
-``kernels/layout.py``. Every chart kernel takes ``(gt, lex_trans, P, L, S, stamp, sorig,
+``kernels/layout.py``. Every chart kernel takes ``(gt, lex, P, L, S, stamp, sorig,
 ctx, ...)`` and returns the new number of sets (``> 0``), ``0`` (nothing can continue) or
 a capacity error (``ERR_P``, ``ERR_L``, ``ERR_S``); :meth:`Chart.run` grows the array
 that filled up and calls again, so callers never see a capacity error.
@@ -37,7 +37,7 @@ class Chart:
             :meth:`run` calls.
     """
 
-    __slots__ = ("L", "P", "S", "ctx", "gt", "lex_trans", "n_sets", "rows", "sorig", "stamp")
+    __slots__ = ("L", "P", "S", "ctx", "gt", "lex", "n_sets", "rows", "sorig", "stamp")
 
     def __init__(self, tables: Tables, rows: list[int] | None = None) -> None:
         """``rows``: ``[parser item rows, lexeme item rows]`` to start with (at least
@@ -46,7 +46,7 @@ class Chart:
         grew to and their first masks do not grow the chart and run again."""
         self.rows = rows if rows is not None else [0, 0]
         self.gt = tables.gt
-        self.lex_trans = tables.lex_trans
+        self.lex = tables.lex
         self.P, self.L, self.S, self.stamp, self.sorig, self.ctx = earley.new_chart(
             tables.n_items,
             tables.n_lexer_states,
@@ -62,14 +62,14 @@ class Chart:
         self.n_sets = 1
 
     def run(self, kernel: Callable[..., Any], *args: Any) -> int:
-        """``kernel(gt, lex_trans, P, L, S, stamp, sorig, ctx, *args)``, growing the array
+        """``kernel(gt, lex, P, L, S, stamp, sorig, ctx, *args)``, growing the array
         that filled up and calling again until it fits; returns the kernel's result (a new
         set count, ``0``, or a kernel's own negative code below ``ERR_S``)."""
         while True:
             st = int(
                 kernel(
                     self.gt,
-                    self.lex_trans,
+                    self.lex,
                     self.P,
                     self.L,
                     self.S,
@@ -115,7 +115,7 @@ class Chart:
     def copy(self) -> Chart:
         """An independent chart holding the same sets (scratch arrays fresh)."""
         new = object.__new__(Chart)
-        new.gt, new.lex_trans, new.rows = self.gt, self.lex_trans, self.rows
+        new.gt, new.lex, new.rows = self.gt, self.lex, self.rows
         top = self.n_sets
         new.P = _copy_rows(self.P, int(self.S[top, S_P]))
         new.L = _copy_rows(self.L, int(self.S[top, S_L]))

@@ -18,7 +18,6 @@ import numpy as np
 
 from ..errors import CacheWarning
 from ..grammar.ir import Grammar
-from ..grammar.regex.classed import ClassedDFA
 from . import cache_file
 from .bitmask import bitmask_words
 from .mask_cache import MaskCache
@@ -60,13 +59,10 @@ class CompiledGrammar:
         self.token_kinds = vocab.kinds
         self._special_term_of_token = {tok: name for name, tok in special_terms.items()}
         self._walk_memo: tuple[np.ndarray, ...] | None = None  # kernels.layout.WalkMemo
-        # lexer states of span automata: their own to this grammar's source, many, and
-        # never worth a signature (whose cost grows with the number of states)
-        self._span_states = np.zeros(self.tables.n_lexer_states, bool)
-        for i, name in enumerate(self.tables.terminal_names):
-            if isinstance(grammar.terminals[name].dfa, ClassedDFA):
-                lo, hi = self.tables.term_offsets[i], self.tables.term_offsets[i + 1]
-                self._span_states[lo:hi] = True
+        # lexer states of sparse automata (spans, entity sets): many, often their own to
+        # this grammar, and never worth a signature (whose cost grows with the states)
+        self._sparse_states = np.zeros(self.tables.n_lexer_states, bool)
+        self._sparse_states[self.tables.n_dense_states :] = True
         self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
         self.chart_rows = [0, 0]  # item rows new matchers' charts start with (chart.py)
@@ -101,8 +97,8 @@ class CompiledGrammar:
                     continue
                 key = b""
                 entry = None
-                if store.max_bytes > 0 and not self._span_states[g]:
-                    sig = state_signature(lt.gt, lt.lex_trans, g, max_depth, _SIGNATURE_STATES)
+                if store.max_bytes > 0 and not self._sparse_states[g]:
+                    sig = state_signature(lt.gt, lt.lex, g, max_depth, _SIGNATURE_STATES)
                     if sig.shape[0]:
                         key = hashlib.blake2b(sig.tobytes(), digest_size=20).digest()
                         entry = store.get(key)
@@ -123,7 +119,7 @@ class CompiledGrammar:
             # a span automaton has no runs of plain bytes to jump (its states accept, or
             # lie inside one character): its walks go byte by byte from the start (2),
             # without searching its many states for runs first
-            skip = np.where(self._span_states, 2, 0).astype(np.int32)
+            skip = np.where(self._sparse_states, 2, 0).astype(np.int32)
             self._walk_memo = (
                 np.full(G, -1, np.int32),
                 np.full(G, -3, np.int32),
@@ -136,7 +132,7 @@ class CompiledGrammar:
         sm = self._subtrees
         n_dead, n_ends, n_tok = lexer_state_walk(
             lt.gt,
-            lt.lex_trans,
+            lt.lex,
             trie.kernel_arrays,
             trie.kernel_runs,
             walk_memo,
@@ -235,7 +231,7 @@ class CompiledGrammar:
     def special_start_state(self, token_id: int) -> int:
         """The lexer start state of the terminal that stands for special token ``token_id``."""
         name = self._special_term_of_token[token_id]
-        return int(self.tables.term_offsets[self.tables.terminal_names.index(name)])
+        return int(self.tables.term_start[self.tables.terminal_names.index(name)])
 
     def token_data(self, token_id: int) -> tuple[np.ndarray, int, int]:
         """``(data, start, stop)``: the bytes of ``token_id`` as a slice of one array."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +229,7 @@ class Compiler:
         precompute: bool | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         source: str | Sequence[str] | None = None,
+        entities: Mapping[str, Any] | None = None,
         **schema_options: Any,
     ) -> CompiledGrammar:
         """Compile a spec of any kind, the front end picked from its type (see
@@ -242,7 +243,9 @@ class Compiler:
         Raises:
             TypeError: a spec of no known kind, or schema options for another kind.
         """
-        read = frontends.guess(spec, start=start, options=schema_options, source=source)
+        read = frontends.guess(
+            spec, start=start, options=schema_options, source=source, entities=entities
+        )
         return self._compile(read, precompute, cache_dir)
 
     # -- caches ---------------------------------------------------------------------------
@@ -338,6 +341,7 @@ def compile(
     precompute: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     source: str | Sequence[str] | None = None,
+    entities: Mapping[str, Any] | None = None,
     **schema_options: Any,
 ) -> CompiledGrammar:
     """Compile a grammar spec for a vocabulary.
@@ -376,6 +380,11 @@ def compile(
             strings marked ``"x-corral-span"`` and Lark terminals declared ``SPAN`` match
             only its non-empty substrings (see :mod:`corral.grammar.spans`). Each source
             is a grammar of its own (compiled and cached per text).
+        entities: entity sets by name (:class:`~corral.grammar.entities.EntitySet`, or
+            iterables of strings): JSON Schema strings marked ``"x-corral-entities":
+            "<name>"`` and Lark terminals declared (``%declare``) under a name of this
+            mapping match exactly that set's names (see :mod:`corral.grammar.entities`).
+            Each set's automaton is built once and shared by every grammar that uses it.
         schema_options: options for a JSON Schema ``spec`` (see
             :class:`corral.grammar.json_schema.Options`: ``whitespace``, ``final_check``...).
 
@@ -383,6 +392,8 @@ def compile(
         An immutable :class:`CompiledGrammar`, safe to share across threads and sequences.
     """
     _check_vocab(vocab)
-    read = frontends.guess(spec, start=start, options=schema_options, source=source)
+    read = frontends.guess(
+        spec, start=start, options=schema_options, source=source, entities=entities
+    )
     compiler = Compiler._over(vocab, default_cache if cache else _NO_CACHE)
     return compiler._compile(read, precompute, cache_dir)

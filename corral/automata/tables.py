@@ -11,7 +11,7 @@ position, holding
 A lexeme ends where its DFA accepts and cannot read the next byte (maximal munch, the
 semantics of Lark's dynamic Earley lexer; see ``corral/grammar/ir.py``). A terminal may
 forbid its lexeme to end before some bytes it cannot read (``Terminal.end_blocked``): such
-bytes lead to the *trap* state, one extra lexer state after all terminals' states that
+bytes lead to the *trap* state, one extra lexer state after the dense terminals' states that
 reads nothing and never accepts, so the lexeme neither ends there nor lives on (the chart
 and the mask walks treat the trap as dead; ``H_TRAP`` is -1 when no terminal needs it).
 Ignored terminals
@@ -21,18 +21,26 @@ new set gets the origin set's fresh lexeme items.
 Everything the kernels need is packed into one ``int32`` array ``gt`` (header + sections)
 and the 2-D lexer transition table ``lex_trans`` (rows: lexer states, columns: byte
 classes), so a kernel call passes few arguments.
+
+Lexer states come in two ranges. The states of terminals with a dense automaton (a
+:class:`~corral.grammar.regex.dfa.ByteDFA`), then the trap, are the rows of ``lex_trans``.
+The states of terminals with a :class:`~corral.grammar.regex.sparse.SparseDFA` (a span
+automaton, an entity set: up to millions of states with one or two transitions each)
+follow, and their transitions are sparse rows (``Tables.lex_sparse``). Kernels get both
+as ``Tables.lex`` and read them through :func:`~corral.automata.kernels.lexer.lex_next`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..grammar.follow import follow_terminals, nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
-from ..grammar.regex.classed import ClassedDFA
 from ..grammar.regex.dfa import ByteDFA, column_classes
+from ..grammar.regex.sparse import SparseDFA
 
 # header slots of `gt`: named in kernels/layout.py (re-exported here for the table builder)
 from .kernels.layout import (
@@ -72,10 +80,18 @@ class Tables:
 
     Attributes:
         gt: ``int32`` header + sections (see the ``H_*`` constants).
-        lex_trans: ``int32 [G, n_classes]``; next lexer state or ``-1`` (the trap state
-            ``gt[H_TRAP]`` where a lexeme may neither read the byte nor end before it).
+        lex_trans: ``int32 [D, n_classes]``; next lexer state or ``-1`` (the trap state
+            ``gt[H_TRAP]`` where a lexeme may neither read the byte nor end before it),
+            for the ``D`` dense states.
+        lex_sparse: ``None`` (every state is dense), or the sparse rows of states ``D``
+            to ``G - 1``: ``(row_start [G - D + 1], cls, dst)``, ``int32``; state
+            ``D + r`` goes to ``dst[i]`` on byte class ``cls[i]`` for ``i`` in
+            ``row_start[r]:row_start[r + 1]`` (classes increasing within a row).
         terminal_names / nonterminal_names: index → name.
         term_literal: terminal index → its literal text or ``None``.
+        term_start: ``int32 [NT]``: the first global lexer state of each terminal; its
+            states are ``term_start[t]`` to ``term_start[t] + term_size[t] - 1``.
+        term_size: ``int32 [NT]``: the number of states of each terminal.
     """
 
     gt: np.ndarray
@@ -83,7 +99,15 @@ class Tables:
     terminal_names: tuple[str, ...]
     nonterminal_names: tuple[str, ...]
     term_literal: tuple[str | None, ...]
-    term_offsets: np.ndarray  # [NT+1] first global lexer state of each terminal
+    term_start: np.ndarray
+    term_size: np.ndarray
+    lex_sparse: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def lex(self) -> Any:
+        """The lexer as the kernels take it (see ``kernels/lexer.py``): ``lex_trans``, or
+        ``(lex_trans, row_start, cls, dst)`` when some states are sparse."""
+        return self.lex_trans if self.lex_sparse is None else (self.lex_trans, *self.lex_sparse)
 
     def header(self, slot: int) -> int:
         return int(self.gt[slot])
@@ -91,6 +115,15 @@ class Tables:
     def section(self, slot: int, length: int) -> np.ndarray:
         off = int(self.gt[slot])
         return self.gt[off : off + length]
+
+    @property
+    def n_dense_states(self) -> int:
+        """The lexer states stored as rows of ``lex_trans`` (the first ones)."""
+        return int(self.lex_trans.shape[0])
+
+    def term_states(self, t: int) -> range:
+        """The global lexer states of terminal ``t``."""
+        return range(int(self.term_start[t]), int(self.term_start[t] + self.term_size[t]))
 
     @property
     def n_terminals(self) -> int:
@@ -118,7 +151,8 @@ class Tables:
         return self.section(H_BYTE_CLASS, 256)
 
     def nbytes(self) -> int:
-        return int(self.gt.nbytes + self.lex_trans.nbytes)
+        sparse = sum(a.nbytes for a in self.lex_sparse) if self.lex_sparse else 0
+        return int(self.gt.nbytes + self.lex_trans.nbytes + sparse)
 
 
 def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) -> Tables:
@@ -149,26 +183,36 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     nullable_nt = nullable_nonterminals(prods, NT, NN)
     nullable = np.array(nullable_nt, np.int32)
 
-    # lexer: all terminal DFAs side by side
+    # lexer: all terminal DFAs side by side, the dense ones first, then the trap
     dfas = [grammar.terminals[n].dfa for n in term_names]
-    offsets = np.zeros(NT + 1, np.int32)
-    for i, d in enumerate(dfas):
-        offsets[i + 1] = offsets[i] + d.n_states
-    G = int(offsets[-1])
+    sizes = np.array([d.n_states for d in dfas], np.int32)
+    sparse_idx = [i for i, d in enumerate(dfas) if isinstance(d, SparseDFA)]
+    dense_idx = [i for i, d in enumerate(dfas) if not isinstance(d, SparseDFA)]
+    starts = np.zeros(NT, np.int32)
+    G = 0
+    for i in dense_idx:
+        starts[i] = G
+        G += int(sizes[i])
     trap = -1
     if any(grammar.terminals[n].end_blocked is not None for n in term_names):
         trap = G
         G += 1
-    lex_trans, byte_class = _lexer_table(grammar, term_names, dfas, offsets, G, trap, special_terms)
-    lex_term = np.repeat(np.arange(NT, dtype=np.int32), np.diff(offsets))
+    D = G
+    for i in sparse_idx:
+        starts[i] = G
+        G += int(sizes[i])
+    lex_trans, byte_class, sparse = _lexer_table(
+        grammar, term_names, dfas, starts, D, G, trap, special_terms
+    )
+    lex_term = np.zeros(G, np.int32)
     lex_accept = np.zeros(G, np.int32)
     lex_is_start = np.zeros(G, np.int32)
-    if trap >= 0:
-        lex_term = np.concatenate([lex_term, np.zeros(1, np.int32)])
     for i, d in enumerate(dfas):
-        o = int(offsets[i])
+        o = int(starts[i])
+        lex_term[o : o + d.n_states] = i
         lex_accept[o : o + d.n_states] = d.accept
-        lex_is_start[o] = 1
+        if d.n_states:
+            lex_is_start[o] = 1
     n_cls = lex_trans.shape[1]
     term_ignore = np.zeros(NT, np.int32)
     ignore_list = [t_index[n] for n in grammar.ignore]
@@ -184,10 +228,14 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     # first bytes of the start states (the other states have none listed)
     first_count = np.zeros(G, np.int32)
     first_bytes: list[np.ndarray] = []
-    for o in offsets[:-1][np.diff(offsets) > 0].tolist():
-        fb = np.flatnonzero(lex_trans[o, byte_class] >= 0).astype(np.int32)
-        first_bytes.append(fb)
-        first_count[o] = fb.shape[0]
+    for i in np.argsort(starts, kind="stable").tolist():  # in state order
+        if sizes[i]:
+            o = int(starts[i])
+            fb = np.flatnonzero(_start_row(dfas[i]) >= 0).astype(np.int32)
+            if term_names[i] in special_terms:
+                fb = fb[:0]  # matched by its special token only, never by bytes
+            first_bytes.append(fb)
+            first_count[o] = fb.shape[0]
     first_start = np.zeros(G + 1, np.int32)
     np.cumsum(first_count, out=first_start[1:])
     sections: list[tuple[int, np.ndarray]] = [
@@ -196,7 +244,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         (H_PRED_START, pred_start),
         (H_PRED_ITEMS, np.array(pred_items, np.int32)),
         (H_NULLABLE, nullable),
-        (H_TERM_START, offsets[:-1].copy()),
+        (H_TERM_START, starts),
         (H_TERM_IGNORE, term_ignore),
         (H_LEX_TERM, lex_term),
         (H_LEX_ACCEPT, lex_accept),
@@ -224,20 +272,24 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         pos += arr.shape[0]
     gt.setflags(write=False)
     lex_trans.setflags(write=False)
+    for arr in sparse:
+        arr.setflags(write=False)
     return Tables(
         gt,
         lex_trans,
         tuple(term_names),
         tuple(nt_names),
         tuple(grammar.terminals[n].literal for n in term_names),
-        offsets,
+        starts,
+        sizes,
+        sparse if G > D else None,
     )
 
 
 def _follow_bytes(
     follow: list[int],
     NT: int,
-    dfas: list[ByteDFA | ClassedDFA],
+    dfas: list[ByteDFA | SparseDFA],
     ignore: set[int],
     special: set[int],
 ) -> np.ndarray:
@@ -277,68 +329,84 @@ def _follow_bytes(
     return out
 
 
-def _start_row(d: ByteDFA | ClassedDFA) -> np.ndarray:
+def _start_row(d: ByteDFA | SparseDFA) -> np.ndarray:
     """The 256 next states of ``d``'s start state."""
-    return d.row(0) if isinstance(d, ClassedDFA) else d.trans[0]
+    return d.row(0) if isinstance(d, SparseDFA) else d.trans[0]
 
 
 def _lexer_table(
     grammar: Grammar,
     term_names: list[str],
-    dfas: list[ByteDFA | ClassedDFA],
-    offsets: np.ndarray,
+    dfas: list[ByteDFA | SparseDFA],
+    starts: np.ndarray,
+    D: int,
     G: int,
     trap: int,
     special_terms: dict[str, int],
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(lex_trans, byte_class)``: all terminals' automata side by side (``int32 [G,
-    n_classes]``), by the coarsest byte classes every automaton respects.
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(lex_trans, byte_class, (row_start, cls, dst))``: the ``D`` dense states' rows
+    (``int32 [D, n_classes]``) by the coarsest byte classes every automaton respects, and
+    the sparse rows of states ``D`` to ``G - 1`` (``int32``: ``row_start [G - D + 1]``
+    into ``cls``/``dst``, entries by increasing class).
 
     Terminals with a :class:`ByteDFA` are laid out in 256 columns and grouped by equal
-    columns; a :class:`ClassedDFA` (large: a span automaton) is never expanded: its own
-    classes refine the grouping, and its rows are taken column by column."""
+    columns. Each byte a :class:`SparseDFA` reads is a class of its own, so its
+    transitions keep one entry each, keyed by that class."""
     dense_idx = [i for i, d in enumerate(dfas) if isinstance(d, ByteDFA)]
-    classed_idx = [i for i, d in enumerate(dfas) if isinstance(d, ClassedDFA)]
-    n_dense = sum(dfas[i].n_states for i in dense_idx) + (1 if trap >= 0 else 0)
-    full = np.full((max(n_dense, 1), 256), -1, np.int32)
-    at = 0
+    sparse_idx = [i for i, d in enumerate(dfas) if isinstance(d, SparseDFA)]
+    full = np.full((max(D, 1), 256), -1, np.int32)
     for i in dense_idx:
         n = term_names[i]
         d = dfas[i]
         assert isinstance(d, ByteDFA)
-        o = int(offsets[i])
-        rows = full[at : at + d.n_states]
+        o = int(starts[i])
+        rows = full[o : o + d.n_states]
         rows[:] = np.where(d.trans >= 0, d.trans + o, -1)
         blocked = grammar.terminals[n].end_blocked
         if blocked is not None:
             rows[blocked & d.accept[:, None] & (d.trans < 0)] = trap
         if n in special_terms:
             rows[:] = -1  # matched by its special token only, never by bytes
-        at += d.n_states
     _, dense_class = column_classes(full)
     # the global classes: bytes that every automaton's classes put together
-    keys = np.stack([dense_class] + [dfas[i].byte_class for i in classed_idx], axis=1)  # type: ignore[union-attr]
-    _, first, byte_class = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    byte_class = byte_class.reshape(-1).astype(np.int32)
-    rep = first.astype(np.int64)  # one byte of each class
-    lex_trans = np.full((G, rep.shape[0]), -1, np.int32)
-    at = 0
-    for i in dense_idx:
-        o, n_states = int(offsets[i]), dfas[i].n_states
-        lex_trans[o : o + n_states] = full[at : at + n_states][:, rep]
-        at += n_states
-    for i in classed_idx:
+    keys = [dense_class]
+    for i in sparse_idx:
         d = dfas[i]
-        assert isinstance(d, ClassedDFA)
-        if grammar.terminals[term_names[i]].end_blocked is not None:
-            raise ValueError(f"terminal {term_names[i]}: a large automaton cannot block ends")
-        o = int(offsets[i])
-        block = d.table[:, d.byte_class[rep]]
-        lex_trans[o : o + d.n_states] = np.where(block >= 0, block + o, -1)
-        if term_names[i] in special_terms:
-            lex_trans[o : o + d.n_states] = -1
-    # class 0 must hold byte 0's class first (column order of first appearance by byte)
+        assert isinstance(d, SparseDFA)
+        used = np.zeros(256, bool)
+        used[d.labels] = True
+        keys.append(np.where(used, np.arange(256), 256))
+    _, first, byte_class = np.unique(
+        np.stack(keys, axis=1), axis=0, return_index=True, return_inverse=True
+    )
+    # classes numbered by their first byte (class 0 holds byte 0)
     order = np.argsort(first, kind="stable")
     remap = np.empty_like(order)
     remap[order] = np.arange(order.shape[0])
-    return np.ascontiguousarray(lex_trans[:, order]), remap[byte_class].astype(np.int32)
+    byte_class = remap[byte_class.reshape(-1)].astype(np.int32)
+    lex_trans = np.ascontiguousarray(full[:D][:, first[order]])
+    src: list[np.ndarray] = []
+    cls: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    for i in sparse_idx:
+        d = dfas[i]
+        assert isinstance(d, SparseDFA)
+        if grammar.terminals[term_names[i]].end_blocked is not None:
+            raise ValueError(f"terminal {term_names[i]}: a sparse automaton cannot block ends")
+        if term_names[i] in special_terms:
+            continue  # matched by its special token only, never by bytes
+        o = int(starts[i])
+        src.append(d.sources() + (o - D))
+        cls.append(byte_class[d.labels])
+        dst.append(d.targets + o)
+    n_rows = G - D
+    if src:
+        s_all, c_all, d_all = np.concatenate(src), np.concatenate(cls), np.concatenate(dst)
+        sort = np.lexsort((c_all, s_all))
+        s_all, c_all, d_all = s_all[sort], c_all[sort], d_all[sort]
+    else:
+        s_all = np.zeros(0, np.int64)
+        c_all = d_all = np.zeros(0, np.int32)
+    row_start = np.zeros(n_rows + 1, np.int32)
+    np.cumsum(np.bincount(s_all, minlength=n_rows), out=row_start[1:])
+    return lex_trans, byte_class, (row_start, c_all.astype(np.int32), d_all.astype(np.int32))

@@ -48,6 +48,7 @@ def from_lark(
     import_paths: Sequence[str] = (),
     strict_lexemes: bool = False,
     source: str | Sequence[str] | None = None,
+    entities: Mapping[str, Any] | None = None,
 ) -> Grammar:
     """Read a grammar in Lark's grammar language.
 
@@ -57,7 +58,10 @@ def from_lark(
     left-recursive. ``%declare`` is refused (a declared terminal has no pattern to
     generate), except for terminals named ``SPAN`` or ``SPAN_...``: these match any
     non-empty substring of ``source`` (a text or a list of texts; see
-    :mod:`corral.grammar.spans`), e.g. ``start: "Name: " SPAN`` with ``%declare SPAN``.
+    :mod:`corral.grammar.spans`), e.g. ``start: "Name: " SPAN`` with ``%declare SPAN``,
+    and for terminals ``entities`` names: these match exactly the names of that
+    :class:`~corral.grammar.entities.EntitySet` (``entities={"CITY": cities}`` with
+    ``%declare CITY``).
 
     A terminal's lexemes are the matches Lark's lexer finds (Python's ``re.match``:
     alternatives in order, lazy quantifiers shortest first), except where Python's
@@ -87,8 +91,18 @@ def from_lark(
         from .spans import source_texts
 
         texts = source_texts(source)
+    sets = None
+    if entities is not None:
+        from .entities import entity_sets
+
+        sets = entity_sets(entities)
     return grammar_from_lark(
-        text, start, import_paths=import_paths, strict_lexemes=strict_lexemes, span_source=texts
+        text,
+        start,
+        import_paths=import_paths,
+        strict_lexemes=strict_lexemes,
+        span_source=texts,
+        entities=sets,
     )
 
 
@@ -214,6 +228,11 @@ def _read_schema(spec: Any, options: Mapping[str, Any]) -> Source:
 
         opts["source"] = source_texts(opts["source"])
         key_opts["source"] = sources_digest(opts["source"])
+    if opts.get("entities") is not None:  # identified by digests, not the names
+        from .entities import entities_key, entity_sets
+
+        opts["entities"] = entity_sets(opts["entities"])
+        key_opts["entities"] = entities_key(opts["entities"])
     key = None
     try:
         # key order is kept: a schema's properties are written in the order it gives them
@@ -238,14 +257,22 @@ def _read_lark(spec: Any, options: Mapping[str, Any]) -> Source:
     if not isinstance(start, str):
         raise TypeError(f"start must be a rule name (str), not {type(start).__name__}")
     texts = options.get("source")
-    if texts is None:
+    sets = options.get("entities")
+    if texts is None and sets is None:
         return Source("lark", ("lark", spec, start), lambda: from_lark(spec, start))
+    from .entities import entities_key, entity_sets
     from .spans import source_texts, sources_digest
 
     read = source_texts(texts)
-    assert read is not None
-    key = ("lark", spec, start, sources_digest(read))
-    return Source("lark", key, lambda: from_lark(spec, start, source=read))
+    sets = entity_sets(sets) if sets is not None else None
+    key = (
+        "lark",
+        spec,
+        start,
+        sources_digest(read) if read is not None else "",
+        entities_key(sets) if sets is not None else "",
+    )
+    return Source("lark", key, lambda: from_lark(spec, start, source=read, entities=sets))
 
 
 def _read_regex(spec: Any, options: Mapping[str, Any]) -> Source:
@@ -259,7 +286,10 @@ FRONT_ENDS: tuple[FrontEnd, ...] = (
     FrontEnd("json-schema", _is_schema, _read_schema, options=None),
     FrontEnd("grammar", lambda spec: isinstance(spec, Grammar), _read_grammar, frozenset()),
     FrontEnd(
-        "lark", lambda spec: isinstance(spec, str), _read_lark, frozenset({"start", "source"})
+        "lark",
+        lambda spec: isinstance(spec, str),
+        _read_lark,
+        frozenset({"start", "source", "entities"}),
     ),
     FrontEnd("regex", None, _read_regex, options=frozenset({"flags"})),
 )
@@ -296,12 +326,14 @@ def guess(
     start: str = "start",
     options: Mapping[str, Any] | None = None,
     source: str | Sequence[str] | None = None,
+    entities: Mapping[str, Any] | None = None,
 ) -> Source:
     """Read ``spec`` with the first front end of :data:`FRONT_ENDS` that recognises it.
 
     ``start`` applies to the front ends that take a start rule (Lark text) and is ignored
     by the others; ``options`` apply to the front end that takes any (JSON Schemas);
-    ``source`` (the text of span constraints) to JSON Schemas and Lark text.
+    ``source`` (the text of span constraints) and ``entities`` (entity sets by name) to
+    JSON Schemas and Lark text.
 
     Raises:
         TypeError: options given for a spec that is not a JSON Schema, or a spec no front
@@ -326,4 +358,10 @@ def guess(
                 f"source= applies to JSON Schemas and Lark grammars, not to a {front.name}"
             )
         options = {**options, "source": source}
+    if entities is not None:
+        if front.options is not None and "entities" not in front.options:
+            raise TypeError(
+                f"entities= applies to JSON Schemas and Lark grammars, not to a {front.name}"
+            )
+        options = {**options, "entities": entities}
     return front.read(spec, options)

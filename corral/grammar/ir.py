@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .regex import ByteDFA
-from .regex.classed import ClassedDFA
+from .regex.sparse import SparseDFA
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,9 @@ class Terminal:
     Attributes:
         name: unique name (Lark's name, e.g. ``ESCAPED_STRING`` or ``LBRACE``).
         dfa: its language over bytes; never accepts the empty string after normalisation.
-            A :class:`ClassedDFA` (stored by byte class) for automata too large for 256
-            columns a state, such as a span automaton (``spans.py``); it has no
-            ``end_blocked``.
+            A :class:`SparseDFA` (sparse rows) for automata too large for 256 columns a
+            state: a span automaton (``spans.py``), an entity set or a large enum
+            (``entities.py``, ``regex/dawg.py``); it has no ``end_blocked``.
         source: how it was written (for messages), e.g. ``'/[0-9]+/'`` or ``'"{"'``.
         literal: the text when the terminal is one fixed string, else ``None``.
         special: when set, the terminal stands for the special (control) token with this
@@ -61,7 +61,7 @@ class Terminal:
     """
 
     name: str
-    dfa: ByteDFA | ClassedDFA = field(repr=False, compare=False)
+    dfa: ByteDFA | SparseDFA = field(repr=False, compare=False)
     source: str = ""
     literal: str | None = None
     special: str | None = None
@@ -174,7 +174,7 @@ class Grammar:
             for name in sorted(self.terminals):
                 t = self.terminals[name]
                 h.update(f"T {name} {t.dfa.n_states} {t.special!r}\n".encode())
-                if isinstance(t.dfa, ClassedDFA):
+                if isinstance(t.dfa, SparseDFA):
                     h.update(t.dfa.content_bytes())
                 else:
                     h.update(t.dfa.trans.tobytes())

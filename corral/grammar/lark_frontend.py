@@ -10,7 +10,8 @@ line, column and a caret snippet.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import (
     CorralError,
@@ -23,6 +24,9 @@ from .ir import Grammar, Rule, Terminal
 from .lexeme_backtracking import backtracking_lexemes
 from .regex import literal_dfa
 from .regex.leftmost import leftmost_first_dfa
+
+if TYPE_CHECKING:
+    from .entities import EntitySet
 
 _FLAG_LETTERS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
 
@@ -69,6 +73,7 @@ def grammar_from_lark(
     import_paths: Sequence[str] = (),
     strict_lexemes: bool = False,
     span_source: Sequence[str] | None = None,
+    entities: Mapping[str, EntitySet] | None = None,
 ) -> Grammar:
     """See :func:`corral.grammar.frontends.from_lark`."""
     import lark
@@ -119,7 +124,17 @@ def grammar_from_lark(
         rhs = []
         for sym in r.expansion:
             name = sym.name
-            if sym.is_term and name not in defined and name in declared and _is_span(name):
+            if (
+                sym.is_term
+                and name not in defined
+                and name in declared
+                and entities
+                and (name in entities)
+            ):
+                if name not in terminals:
+                    dfa = entities[name].dfa("raw")
+                    terminals[name] = Terminal(name, dfa, source="%declare (entity set)")
+            elif sym.is_term and name not in defined and name in declared and _is_span(name):
                 if name not in terminals:
                     terminals[name] = _span_terminal(text, name, span_source)
             elif sym.is_term and name not in defined:

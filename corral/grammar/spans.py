@@ -2,7 +2,7 @@
 
 A *span constraint* makes a value a non-empty substring of a source document (or of one
 of several documents), so that an extraction can copy from the text and never invent.
-Its language is built here as a byte automaton (a :class:`ClassedDFA`, laid out by the
+Its language is built here as a byte automaton (a :class:`SparseDFA`, laid out by the
 lexer tables like any terminal):
 
 1. the **suffix automaton** of the source's characters: the smallest DFA that reads
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CompileBudgetError
-from .regex.classed import ClassedDFA
+from .regex.sparse import SparseDFA
 
 __all__ = [
     "MAX_SOURCE_CHARS",
@@ -108,7 +108,7 @@ def sources_digest(texts: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def span_dfa(texts: Sequence[str], options: SpanOptions, *, encoding: str) -> ClassedDFA:
+def span_dfa(texts: Sequence[str], options: SpanOptions, *, encoding: str) -> SparseDFA:
     """The automaton of the non-empty substrings of ``texts`` (``encoding``: ``"json"``,
     a JSON string with its quotes; ``"raw"``, UTF-8). An empty language (no text has a
     character) has no states."""
@@ -117,7 +117,7 @@ def span_dfa(texts: Sequence[str], options: SpanOptions, *, encoding: str) -> Cl
     prepared = [prepare_text(t, options) for t in texts]
     prepared = [t for t in prepared if t]
     if not prepared:
-        return ClassedDFA(np.zeros((0, 1), np.int32), np.zeros(256, np.int32), np.zeros(0, bool))
+        return SparseDFA.empty()
     sep = _separator(prepared)
     nxt = _suffix_automaton(sep.join(prepared))
     return _byte_automaton(nxt, sep, options, json_encoding=encoding == "json")
@@ -197,7 +197,7 @@ def _variants(c: str, ignore_case: bool) -> list[str]:
 
 def _byte_automaton(
     nxt: list[dict[str, int]], sep: str, options: SpanOptions, *, json_encoding: bool
-) -> ClassedDFA:
+) -> SparseDFA:
     n_sam = len(nxt)
     # byte states: [quote start] + SAM states + states inside characters [+ closed quote]
     base = 1 if json_encoding else 0
@@ -249,10 +249,4 @@ def _byte_automaton(
         accept[:] = False
         accept[close] = True
         n_states += 1
-    used = np.zeros(256, bool)
-    used[b_arr] = True
-    byte_class = np.zeros(256, np.int32)  # class 0: the bytes no state reads
-    byte_class[used] = np.arange(1, int(used.sum()) + 1, dtype=np.int32)
-    table = np.full((n_states, int(used.sum()) + 1), -1, np.int32)
-    table[s_arr, byte_class[b_arr]] = d_arr
-    return ClassedDFA(table, byte_class, accept)
+    return SparseDFA.from_edges(n_states, s_arr, b_arr, d_arr, accept)

@@ -35,13 +35,15 @@ def compile_constraint(
     grammar: Any = None,
     regex: str | None = None,
     source: Any = None,
+    entities: Any = None,
     **schema_options: Any,
 ) -> tuple[Any, Callable[[str], Any]]:
     """``(compiled, parse)`` for exactly one of ``schema``, ``grammar``, ``regex``.
 
     ``parse(text)`` turns a complete output into the returned value. ``source``: the
     text (or texts) of span constraints (``"x-corral-span"`` in a schema, ``SPAN``
-    terminals in Lark text; see :func:`corral.compile`).
+    terminals in Lark text); ``entities``: entity sets by name (``"x-corral-entities"``
+    in a schema, declared terminals in Lark text); see :func:`corral.compile`.
     """
     from ..automata import CompiledGrammar, compile
     from ..automata.compiler import default_cache
@@ -57,17 +59,19 @@ def compile_constraint(
         )
     if schema_options and schema is None:
         raise ValueError(f"options {sorted(schema_options)} apply to schema= only")
-    if source is not None and regex is not None:
-        raise ValueError("source= applies to schema= and grammar= (Lark text), not to regex=")
+    for name, value in (("source", source), ("entities", entities)):
+        if value is not None and regex is not None:
+            raise ValueError(f"{name}= applies to schema= and grammar= (Lark text), not to regex=")
     if regex is not None:
         if not isinstance(regex, str):
             raise TypeError(f"regex must be a string, not {type(regex).__name__}")
         return compile(default_cache.grammar_for_regex(regex), vocab), _identity
     if grammar is not None:
         if isinstance(grammar, CompiledGrammar):
-            if source is not None:
+            if source is not None or entities is not None:
                 raise ValueError(
-                    "source= needs grammar text to compile; a CompiledGrammar has its own"
+                    "source= and entities= need grammar text to compile; a CompiledGrammar "
+                    "has its own"
                 )
             if grammar.vocab_size != vocab.size or grammar.vocab.hash != vocab.hash:
                 raise ValueError("the compiled grammar was built for another vocabulary")
@@ -77,14 +81,16 @@ def compile_constraint(
                 f"grammar must be Lark text, a corral.Grammar or a CompiledGrammar, not "
                 f"{type(grammar).__name__}"
             )
-        if source is not None and isinstance(grammar, str):
-            return compile(grammar, vocab, source=source), _identity
-        if source is not None:
-            raise ValueError("source= needs grammar text to compile; a Grammar has its own")
+        if isinstance(grammar, str):
+            return compile(grammar, vocab, source=source, entities=entities), _identity
+        if source is not None or entities is not None:
+            raise ValueError(
+                "source= and entities= need grammar text to compile; a Grammar has its own"
+            )
         return compile(grammar, vocab), _identity
     if isinstance(schema, str) and not schema.lstrip().startswith("{"):
         raise ValueError("schema= text must be a JSON object (for Lark text use grammar=)")
-    compiled = compile(schema, vocab, source=source, **schema_options)
+    compiled = compile(schema, vocab, source=source, entities=entities, **schema_options)
     if is_pydantic_model(schema):
         return compiled, _pydantic_parser(schema)
     return compiled, _json_parser(compiled)

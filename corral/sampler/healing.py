@@ -101,7 +101,7 @@ def heal_prompt(vocab: Any, ids: Sequence[int]) -> tuple[list[int], bytes]:
 @njit(cache=True, nogil=True)
 def _walk_below(
     gt,
-    lex_trans,
+    lex,
     P,
     L,
     S,
@@ -131,7 +131,7 @@ def _walk_below(
     while j < end:
         d = depth[j] - d0
         st = earley.consume_bytes(
-            gt, lex_trans, P, L, S, stamp, sorig, ctx, sets[d - 1], node_byte, j, j + 1
+            gt, lex, P, L, S, stamp, sorig, ctx, sets[d - 1], node_byte, j, j + 1
         )
         if st < 0:
             resume[0] = j

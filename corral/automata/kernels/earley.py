@@ -94,6 +94,7 @@ from .layout import (
     S_P,
     SET_COLS,
 )
+from .lexer import lex_next
 
 _SELF = 0x5BD1E995  # stands for "this set" as an origin in structural hashes
 _ROOT = 0x3C6EF372FE94F82B  # marks set 0's hash
@@ -280,8 +281,8 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def init_chart(gt, lex_trans, P, L, S, stamp, sorig, ctx):  # type: ignore[no-untyped-def]
-    """Build set 0 (before any input). Returns 1 or an error. (``lex_trans`` is unused; it
+def init_chart(gt, lex, P, L, S, stamp, sorig, ctx):  # type: ignore[no-untyped-def]
+    """Build set 0 (before any input). Returns 1 or an error. (``lex`` is unused; it
     keeps the signature of the other chart kernels.)"""
     if S.shape[0] < 2:
         return ERR_S
@@ -294,7 +295,7 @@ def init_chart(gt, lex_trans, P, L, S, stamp, sorig, ctx):  # type: ignore[no-un
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
+def _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
     """``end_lexemes`` inlined, for the hot call sites (a lexeme ending before a byte, in
     masks). Each inlined copy of the closure costs seconds of first compilation: rarer
     call sites call ``end_lexemes``, with ``np.int64`` arguments (a literal argument
@@ -308,7 +309,7 @@ def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only): 
             if g == g_only:
                 any_end = True
                 break
-        elif gt[lex_accept + g] != 0 and (cls < 0 or lex_trans[g, cls] < 0):
+        elif gt[lex_accept + g] != 0 and (cls < 0 or lex_next(lex, g, cls) < 0):
             any_end = True
             break
     if not any_end:
@@ -321,14 +322,14 @@ def _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only): 
         if g_only >= 0:
             ends = g == g_only
         else:
-            ends = gt[lex_accept + g] != 0 and (cls < 0 or lex_trans[g, cls] < 0)
+            ends = gt[lex_accept + g] != 0 and (cls < 0 or lex_next(lex, g, cls) < 0)
         if ends:
             _complete_terminal(gt, P, L, S, stamp, sorig, ctx, gt[lex_term + g], L[idx, L_ORIGIN])
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
 
 
 @njit(cache=True, nogil=True)
-def end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
+def end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
     """Build completion set ``k`` from set ``j``'s accepting lexeme items that end now.
 
     A lexeme ends if its state accepts and it cannot read byte class ``cls`` (``cls < 0``:
@@ -336,11 +337,11 @@ def end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  
     whatever their state (the caller has read on to where that lexeme accepts).
     Returns ``k + 1``, 0 (nothing ends, or the completion leads nowhere) or an error.
     """
-    return _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, g_only)
+    return _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: ignore[no-untyped-def]
+def scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, k, byte):  # type: ignore[no-untyped-def]
     """Read ``byte`` after set ``k-1`` (the top); build the new sets from index ``k``.
 
     Returns the new number of sets (``k+1`` or ``k+2``), 0 if nothing can read the byte,
@@ -351,7 +352,7 @@ def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: igno
     ni = gt[H_NI]
     trap = gt[H_TRAP]
     # 1. lexemes that end before this byte
-    c = _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j, k, cls, -1)
+    c = _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, -1)
     if c < 0:
         return c
     b = k + 1 if c > 0 else k
@@ -361,19 +362,19 @@ def scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, byte):  # type: igno
     _begin(S, ctx, b)
     l0 = S[b, S_L]
     for idx in range(S[j, S_L], S[j + 1, S_L]):
-        g2 = lex_trans[L[idx, L_STATE], cls]
+        g2 = lex_next(lex, L[idx, L_STATE], cls)
         if g2 >= 0 and g2 != trap:
             _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
     if c > 0:
         for idx in range(S[k, S_L], S[k + 1, S_L]):
-            g2 = lex_trans[L[idx, L_STATE], cls]
+            g2 = lex_next(lex, L[idx, L_STATE], cls)
             if g2 >= 0 and g2 != trap:
                 _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
-    return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
+    return seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0):  # type: ignore[no-untyped-def]
+def seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0):  # type: ignore[no-untyped-def]
     """Seal byte set ``b`` (its lexeme items built from ``l0``) and record whether the
     text would be complete if it ended there (its pending lexemes end). Returns ``b + 1``,
     0 if the set is empty, or an error."""
@@ -391,9 +392,7 @@ def seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0):  # type: ig
     if acc:
         # (the loop above is the early exit: a lexeme of the set accepts)
         m1 = np.int64(-1)
-        e = end_lexemes(
-            gt, lex_trans, P, L, S, stamp, sorig, ctx, np.int64(b), np.int64(b + 1), m1, m1
-        )
+        e = end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, np.int64(b), np.int64(b + 1), m1, m1)
         if e < 0:
             return e
         acc = 1 if e > 0 and S[b + 1, S_ACCEPT] != 0 else 0
@@ -403,21 +402,21 @@ def seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0):  # type: ig
 
 
 @njit(cache=True, nogil=True, inline="always")
-def complete_state(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, g):  # type: ignore[no-untyped-def]
+def complete_state(gt, lex, P, L, S, stamp, sorig, ctx, k, g):  # type: ignore[no-untyped-def]
     """Build completion set ``k`` as if every lexeme item of set ``k-1`` in state ``g`` had
     read on to an accepting state and ended there. Returns ``k+1``, 0 or an error."""
-    return _end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, k - 1, k, -1, g)
+    return _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, k - 1, k, -1, g)
 
 
 @njit(cache=True, nogil=True)
-def consume_bytes(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, data, start, stop):  # type: ignore[no-untyped-def]
+def consume_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, data, start, stop):  # type: ignore[no-untyped-def]
     """Read ``data[start:stop]``; returns the new number of sets, 0 if rejected, or an error.
 
     On rejection or error nothing below ``n_sets`` changes, so the caller's state is intact.
     """
     k = n_sets
     for i in range(start, stop):
-        st = scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, data[i])
+        st = scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, k, data[i])
         if st <= 0:
             return st
         k = st
@@ -425,11 +424,11 @@ def consume_bytes(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, data, start
 
 
 @njit(cache=True, nogil=True)
-def allowed_bytes(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, out):  # type: ignore[no-untyped-def]
+def allowed_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, out):  # type: ignore[no-untyped-def]
     """``out[b] = 1`` for every byte that can follow the input; returns the count (or error)."""
     count = 0
     for b in range(256):
-        st = scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, b)
+        st = scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, b)
         if st < 0:
             return st
         out[b] = 1 if st > 0 else 0
@@ -438,7 +437,7 @@ def allowed_bytes(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, out):  # ty
 
 
 @njit(cache=True, nogil=True)
-def consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, g):  # type: ignore[no-untyped-def]
+def consume_special(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, g):  # type: ignore[no-untyped-def]
     """Read the special token whose terminal starts in lexer state ``g`` (a state with no
     byte transitions). Pending lexemes may end first (as at the end of a text); then the
     special terminal's fresh items complete. Returns the new number of sets, 0 if the token
@@ -446,9 +445,7 @@ def consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, g):  # ty
     """
     j = n_sets - 1
     m1 = np.int64(-1)
-    e = end_lexemes(
-        gt, lex_trans, P, L, S, stamp, sorig, ctx, np.int64(j), np.int64(n_sets), m1, m1
-    )
+    e = end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, np.int64(j), np.int64(n_sets), m1, m1)
     if e < 0:
         return e
     k = n_sets + 1 if e > 0 else n_sets

@@ -54,21 +54,22 @@ from .layout import (
     S_HASH,
     S_L,
 )
+from .lexer import lex_next
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _same_ends(gt, lex_trans, L, S, j, c1, c2):  # type: ignore[no-untyped-def]
+def _same_ends(gt, lex, L, S, j, c1, c2):  # type: ignore[no-untyped-def]
     """Whether classes ``c1`` and ``c2`` end the same lexeme items of set ``j``."""
     lex_accept = gt[H_LEX_ACCEPT]
     for idx in range(S[j, S_L], S[j + 1, S_L]):
         g = L[idx, L_STATE]
-        if gt[lex_accept + g] != 0 and (lex_trans[g, c1] < 0) != (lex_trans[g, c2] < 0):
+        if gt[lex_accept + g] != 0 and (lex_next(lex, g, c1) < 0) != (lex_next(lex, g, c2) < 0):
             return False
     return True
 
 
 @njit(cache=True, nogil=True)
-def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
+def scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
     """Read one byte of any class in ``classes`` after set ``k-1`` (the top).
 
     ``comp``: ``int64`` scratch, one slot per class. Returns the new number of sets, 0 if
@@ -87,14 +88,14 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
         ends = False
         for idx in range(S[j, S_L], S[j + 1, S_L]):
             g = L[idx, L_STATE]
-            if gt[lex_accept + g] != 0 and lex_trans[g, c] < 0:
+            if gt[lex_accept + g] != 0 and lex_next(lex, g, c) < 0:
                 ends = True
                 break
         if not ends:
             continue
         shared = -1
         for cj in range(ci):
-            if _same_ends(gt, lex_trans, L, S, j, c, classes[cj]):
+            if _same_ends(gt, lex, L, S, j, c, classes[cj]):
                 shared = cj
                 break
         if shared >= 0:
@@ -104,7 +105,7 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
             return ERR_S
         ctx[C_CLASSIFY] *= 2  # classify this completion set if classes are on
         j64, nxt64, c64, m1 = np.int64(j), np.int64(nxt), np.int64(c), np.int64(-1)
-        e = end_lexemes(gt, lex_trans, P, L, S, stamp, sorig, ctx, j64, nxt64, c64, m1)
+        e = end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j64, nxt64, c64, m1)
         ctx[C_CLASSIFY] //= 2
         if e < 0:
             return e
@@ -122,20 +123,20 @@ def scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
     for ci in range(n_c):
         c = classes[ci]
         for idx in range(S[j, S_L], S[j + 1, S_L]):
-            g2 = lex_trans[L[idx, L_STATE], c]
+            g2 = lex_next(lex, L[idx, L_STATE], c)
             if g2 >= 0 and g2 != trap:
                 _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
         o = comp[ci]
         if o >= 0:
             for idx in range(S[o, S_L], S[o + 1, S_L]):
-                g2 = lex_trans[L[idx, L_STATE], c]
+                g2 = lex_next(lex, L[idx, L_STATE], c)
                 if g2 >= 0 and g2 != trap:
                     _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
-    return seal_byte_set(gt, lex_trans, P, L, S, stamp, sorig, ctx, b, l0)
+    return seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0)
 
 
 @njit(cache=True, nogil=True)
-def scan_opt(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
+def scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
     """Read one optional gap byte (a byte of any class in ``classes``, or nothing) after
     set ``k-1`` (the top).
 
@@ -146,7 +147,7 @@ def scan_opt(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
     nothing is always possible.
     """
     j = k - 1
-    st = scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
+    st = scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp)
     if st < 0:
         return st
     if st == 0:
@@ -170,7 +171,7 @@ def scan_opt(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp):  # ty
 
 @njit(cache=True, nogil=True)
 def scan_ops(  # type: ignore[no-untyped-def]
-    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp, classify
+    gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp, classify
 ):
     """Read ``ops[:n_ops]`` (a byte ``0..255``, ``OP_GAP``, ``OP_OPT`` or ``OP_SPECIAL + g``) after
     the text so far (sets ``0 .. n_sets-1``). Returns the new number of sets (the sets
@@ -180,13 +181,13 @@ def scan_ops(  # type: ignore[no-untyped-def]
     only in where a gap's lexemes or rules started merge, which keeps the sets of a run of
     gaps from growing with its length."""
     ctx[C_CLASSIFY] = classify
-    k = _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp)
+    k = _scan_ops(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp)
     ctx[C_CLASSIFY] = 0
     return k
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp):  # type: ignore[no-untyped-def]
+def _scan_ops(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp):  # type: ignore[no-untyped-def]
     k = n_sets
     skip = False  # the optional gap bytes left in this run change nothing
     for i in range(n_ops):
@@ -195,7 +196,7 @@ def _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, cla
             if skip:
                 continue
             before = S[k - 1, S_HASH]
-            st = scan_opt(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
+            st = scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp)
             if st < 0:
                 return st
             # the same set again: the rest of the run would repeat it
@@ -204,11 +205,11 @@ def _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, cla
             continue
         skip = False
         if op < OP_GAP:
-            st = scan_byte(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, op)
+            st = scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, k, op)
         elif op == OP_GAP:
-            st = scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
+            st = scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp)
         else:
-            st = consume_special(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, op - OP_SPECIAL)
+            st = consume_special(gt, lex, P, L, S, stamp, sorig, ctx, k, op - OP_SPECIAL)
         if st <= 0:
             return st
         k = st
@@ -217,7 +218,7 @@ def _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, cla
 
 @njit(cache=True, nogil=True)
 def completable(
-    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp, classify
+    gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp, classify
 ):  # type: ignore[no-untyped-def]
     """Whether the text so far (sets ``0 .. n_sets-1``) continues into a complete word.
 
@@ -227,25 +228,21 @@ def completable(
     are scratch: the caller's chart is unchanged. ``classify``: as in ``scan_ops``.
     """
     ctx[C_CLASSIFY] = classify
-    r = _completable(
-        gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp
-    )
+    r = _completable(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp)
     ctx[C_CLASSIFY] = 0
     return r
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _completable(
-    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp
-):  # type: ignore[no-untyped-def]
-    k = _scan_ops(gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, classes, comp)
+def _completable(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp):  # type: ignore[no-untyped-def]
+    k = _scan_ops(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, classes, comp)
     if k <= 0:
         return k
     if S[k - 1, S_ACCEPT] != 0:
         return 1
     for _ in range(n_opt):
         before = S[k - 1, S_HASH]
-        st = scan_gap(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, classes, comp)
+        st = scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp)
         if st <= 0:
             return st
         k = st

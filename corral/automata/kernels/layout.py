@@ -6,8 +6,8 @@ as compile-time constants, so naming a column costs nothing in a kernel.
 
 The arrays themselves travel in a few groups, named tuples defined at the end: a
 vocabulary's token trie, a grammar's token caches and walk memos, a matcher's mask
-scratch; the grammar tables are ``gt`` and ``lex_trans``, the Earley chart is the eight
-arrays ``Chart.run`` passes.
+scratch; the grammar tables are ``gt`` and ``lex`` (``kernels/lexer.py``), the Earley
+chart is the eight arrays ``Chart.run`` passes.
 
 This module imports nothing of corral: it is the bottom of the package.
 """

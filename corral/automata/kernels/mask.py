@@ -96,6 +96,7 @@ from .layout import (
     TrieRuns,
     WalkMemo,
 )
+from .lexer import lex_classes, lex_dense, lex_next
 from .trie import UTF8_FORMS
 
 _MIN_JUMP = 16  # skip plain runs only below nodes with a larger subtree (else walk them)
@@ -113,7 +114,7 @@ def _follows(follow, t, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def lexer_state_walk(gt, lex_trans, trie, runs, walk_memo, subtrees, g, dead, ends):  # type: ignore[no-untyped-def]
+def lexer_state_walk(gt, lex, trie, runs, walk_memo, subtrees, g, dead, ends):  # type: ignore[no-untyped-def]
     """Walk the token trie from lexer state ``g``.
 
     Writes into ``dead`` (as ``lo, hi`` pairs of ranks, ascending and disjoint) the tokens
@@ -195,11 +196,9 @@ def lexer_state_walk(gt, lex_trans, trie, runs, walk_memo, subtrees, g, dead, en
     states[0] = g
     cap = max_depth + 1
     if skip[g] == 0:
-        skip[g] = (
-            1 if _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, excl, g, cap) else 2
-        )
+        skip[g] = 1 if _may_skip(lex, byte_class, lex_accept, plain, run, step, excl, g, cap) else 2
     if skip[g] == 2:
-        return _walk_all(lex_trans, byte_class, lex_accept, tr, ru, sm, states, g, dead, ends, trap)
+        return _walk_all(lex, byte_class, lex_accept, tr, ru, sm, states, g, dead, ends, trap)
     # jumps in progress: node jumped from, frontier cursor and end, end of the subtree of
     # the frontier node being walked, which frontier
     own = np.empty(max_depth + 2, np.int32)
@@ -245,7 +244,7 @@ def lexer_state_walk(gt, lex_trans, trie, runs, walk_memo, subtrees, g, dead, en
             break
         if x != 0:
             d = depth[x]
-            s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
+            s = lex_next(lex, states[d - 1], byte_class[node_byte[x]])
             if s < 0 or s == trap:
                 n_dead, n_dead_tok = _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end)
                 x = subtree_end[x]
@@ -269,18 +268,18 @@ def lexer_state_walk(gt, lex_trans, trie, runs, walk_memo, subtrees, g, dead, en
             if e == -1:
                 n_open = _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at)
         if lex_accept[s] != 0:
-            n_ends = _add_ends(lex_trans, byte_class, node_byte, subtree_end, s, x, ends, n_ends)
+            n_ends = _add_ends(lex, byte_class, node_byte, subtree_end, s, x, ends, n_ends)
         elif se - x > _MIN_JUMP:
             r = run[s]
             if r < 0:
-                r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap)
+                r = _plain_run(lex, byte_class, lex_accept, plain, run, step, excl, s, cap)
             h = char_height[x]
             kind = -1
             if (
                 r >= h
                 and (char_below[x, 0] & excl[s, 0]) == 0
                 and (char_below[x, 1] & excl[s, 1]) == 0
-                and _char_run(lex_trans, byte_class, lex_accept, plain, step, excl, mb, s, cap) > h
+                and _char_run(lex, byte_class, lex_accept, plain, step, excl, mb, s, cap) > h
             ):
                 kind = 1
                 cur[sp] = char_begin[x] - 1
@@ -304,13 +303,13 @@ def lexer_state_walk(gt, lex_trans, trie, runs, walk_memo, subtrees, g, dead, en
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add_ends(lex_trans, byte_class, node_byte, subtree_end, s, x, ends, n_ends):  # type: ignore[no-untyped-def]
+def _add_ends(lex, byte_class, node_byte, subtree_end, s, x, ends, n_ends):  # type: ignore[no-untyped-def]
     """Record the end edges below node ``x`` (accepting state ``s``): each child whose
     byte the lexeme cannot read. Returns the count."""
     ch = x + 1
     while ch < subtree_end[x]:
         b = node_byte[ch]
-        if lex_trans[s, byte_class[b]] < 0:
+        if lex_next(lex, s, byte_class[b]) < 0:
             ends[2 * n_ends] = x
             ends[2 * n_ends + 1] = ch
             n_ends += 1
@@ -336,9 +335,14 @@ def _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end):  # type: ignor
 
 
 @njit(cache=True, nogil=True)
-def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, excl, g, cap):  # type: ignore[no-untyped-def]
-    """Whether some state the lexer can reach from ``g`` starts a plain run."""
-    n_states = lex_trans.shape[0]
+def _may_skip(lex, byte_class, lex_accept, plain, run, step, excl, g, cap):  # type: ignore[no-untyped-def]
+    """Whether some state the lexer can reach from ``g`` starts a plain run. Dense states
+    (rows of ``lex``) reach only dense states; a sparse automaton is acyclic, so it
+    has no runs."""
+    dense = lex_dense(lex)
+    if g >= dense.shape[0]:
+        return False
+    n_states = dense.shape[0]
     seen = np.zeros(n_states, np.uint8)
     todo = np.empty(n_states, np.int32)
     todo[0] = g
@@ -350,11 +354,11 @@ def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, excl, g, cap)
         if lex_accept[s] == 0:
             r = run[s]
             if r < 0:
-                r = _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap)
+                r = _plain_run(lex, byte_class, lex_accept, plain, run, step, excl, s, cap)
             if r > 0:
                 return True
-        for c in range(lex_trans.shape[1]):
-            s2 = lex_trans[s, c]
+        for c in range(dense.shape[1]):
+            s2 = dense[s, c]
             if s2 >= 0 and seen[s2] == 0:
                 seen[s2] = 1
                 todo[n] = s2
@@ -363,7 +367,7 @@ def _may_skip(lex_trans, byte_class, lex_accept, plain, run, step, excl, g, cap)
 
 
 @njit(cache=True, nogil=True)
-def _walk_all(lex_trans, byte_class, lex_accept, tr, ru, sm, states, g, dead, ends, trap):  # type: ignore[no-untyped-def]
+def _walk_all(lex, byte_class, lex_accept, tr, ru, sm, states, g, dead, ends, trap):  # type: ignore[no-untyped-def]
     """``lexer_state_walk`` without plain-run skipping (no state the walk can reach starts
     one): every live node is visited, except subtrees found in the memo. ``trap``: the
     trap state (dead, see ``tables``), or -1."""
@@ -385,7 +389,7 @@ def _walk_all(lex_trans, byte_class, lex_accept, tr, ru, sm, states, g, dead, en
                       dead, n_dead, ends, n_ends)  # fmt: skip
         if x != 0:
             d = depth[x]
-            s = lex_trans[states[d - 1], byte_class[node_byte[x]]]
+            s = lex_next(lex, states[d - 1], byte_class[node_byte[x]])
             if s < 0 or s == trap:
                 n_dead, n_dead_tok = _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end)
                 x = subtree_end[x]
@@ -403,7 +407,7 @@ def _walk_all(lex_trans, byte_class, lex_accept, tr, ru, sm, states, g, dead, en
                 if e == -1:
                     n_open = _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at)
         if lex_accept[s] != 0 and subtree_end[x] > x + 1:
-            n_ends = _add_ends(lex_trans, byte_class, node_byte, subtree_end, s, x, ends, n_ends)
+            n_ends = _add_ends(lex, byte_class, node_byte, subtree_end, s, x, ends, n_ends)
         x += 1
     while n_open > 0:
         n_open -= 1
@@ -508,7 +512,7 @@ def memo_use(sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _plain_step(lex_trans, byte_class, plain, step, excl, s):  # type: ignore[no-untyped-def]
+def _plain_step(lex, byte_class, plain, step, excl, s):  # type: ignore[no-untyped-def]
     """The state ``f(s)`` that plain bytes take ``s`` to (-1: all die; -2: no one state
     takes all but ``MAX_EXCEPT`` of them). The plain bytes that go elsewhere (the
     *exceptions*) are written as a bit set into ``excl[s]``."""
@@ -518,12 +522,12 @@ def _plain_step(lex_trans, byte_class, plain, step, excl, s):  # type: ignore[no
         for b in range(128):
             if plain[b] == 0:
                 continue
-            t = lex_trans[s, byte_class[b]]
+            t = lex_next(lex, s, byte_class[b])
             if t < 0 or t == f:
                 continue
             n = 0
             for b2 in range(128):
-                if plain[b2] != 0 and lex_trans[s, byte_class[b2]] == t:
+                if plain[b2] != 0 and lex_next(lex, s, byte_class[b2]) == t:
                     n += 1
             if n > best:
                 best = n
@@ -534,7 +538,7 @@ def _plain_step(lex_trans, byte_class, plain, step, excl, s):  # type: ignore[no
         for b in range(128):
             if plain[b] != 0:
                 n_plain += 1
-                if f < 0 or lex_trans[s, byte_class[b]] != f:
+                if f < 0 or lex_next(lex, s, byte_class[b]) != f:
                     if b < 64:
                         e0 |= np.int64(1) << b
                     else:
@@ -548,7 +552,7 @@ def _plain_step(lex_trans, byte_class, plain, step, excl, s):  # type: ignore[no
 
 
 @njit(cache=True, nogil=True)
-def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap):  # type: ignore[no-untyped-def]
+def _plain_run(lex, byte_class, lex_accept, plain, run, step, excl, s, cap):  # type: ignore[no-untyped-def]
     """How many plain steps from ``s`` (up to ``cap``) reach live, non-accepting states
     by ``f``. Afterwards ``excl[s]`` holds the exceptions of every state on those steps:
     a plain path that avoids them follows ``f``."""
@@ -560,7 +564,7 @@ def _plain_run(lex_trans, byte_class, lex_accept, plain, run, step, excl, s, cap
     e0 = np.int64(0)
     e1 = np.int64(0)
     while n < cap:
-        f = _plain_step(lex_trans, byte_class, plain, step, excl, t)
+        f = _plain_step(lex, byte_class, plain, step, excl, t)
         if f < 0 or lex_accept[f] != 0:
             break
         e0 |= excl[t, 0]
@@ -585,7 +589,7 @@ _MB_SET = 64  # states a character's bytes may lead to, per position, before giv
 
 
 @njit(cache=True, nogil=True)
-def _mb_like_plain(lex_trans, byte_class, lex_accept, f, s):  # type: ignore[no-untyped-def]
+def _mb_like_plain(lex, byte_class, lex_accept, f, s):  # type: ignore[no-untyped-def]
     """Whether every valid multi-byte UTF-8 character takes ``s`` to ``f`` (>= 0) through
     live, non-accepting states. Decided on the sets of states each byte position can
     reach (``_MB_SET`` at most; more answers no)."""
@@ -608,7 +612,7 @@ def _mb_like_plain(lex_trans, byte_class, lex_accept, f, s):  # type: ignore[no-
             m = 0
             for i in range(n):
                 for b in range(lo, hi + 1):
-                    t = lex_trans[cur[i], byte_class[b]]
+                    t = lex_next(lex, cur[i], byte_class[b])
                     if pos == length - 1:
                         if t != f:
                             return False
@@ -632,7 +636,7 @@ def _mb_like_plain(lex_trans, byte_class, lex_accept, f, s):  # type: ignore[no-
 
 
 @njit(cache=True, nogil=True)
-def _char_run(lex_trans, byte_class, lex_accept, plain, step, excl, mb, s, cap):  # type: ignore[no-untyped-def]
+def _char_run(lex, byte_class, lex_accept, plain, step, excl, mb, s, cap):  # type: ignore[no-untyped-def]
     """How many states ``s, f(s), f^2(s), ...`` (up to ``cap``) in a row take every
     valid multi-byte character where they take plain bytes (``_mb_like_plain``). Call
     only after ``_plain_run(s)``."""
@@ -642,8 +646,8 @@ def _char_run(lex_trans, byte_class, lex_accept, plain, step, excl, mb, s, cap):
     t = s
     while n < cap:
         if mb[t, 0] < 0:
-            f = _plain_step(lex_trans, byte_class, plain, step, excl, t)
-            like = f >= 0 and _mb_like_plain(lex_trans, byte_class, lex_accept, f, t)
+            f = _plain_step(lex, byte_class, plain, step, excl, t)
+            like = f >= 0 and _mb_like_plain(lex, byte_class, lex_accept, f, t)
             mb[t, 0] = 1 if like else 0
         if mb[t, 0] == 0:
             break
@@ -782,14 +786,14 @@ def _memo_seen(memo, gen, h, x, g):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _has_end_child(gt, lex_trans, subtree_end, node_byte, follow, t, s, x):  # type: ignore[no-untyped-def]
+def _has_end_child(gt, lex, subtree_end, node_byte, follow, t, s, x):  # type: ignore[no-untyped-def]
     """Whether a lexeme of terminal ``t`` in state ``s`` at node ``x`` ends before a child."""
     byte_class = gt[H_BYTE_CLASS]
     ch = x + 1
     end = subtree_end[x]
     while ch < end:
         b = node_byte[ch]
-        if lex_trans[s, gt[byte_class + b]] < 0 and _follows(follow, t, b):
+        if lex_next(lex, s, gt[byte_class + b]) < 0 and _follows(follow, t, b):
             return True
         ch = subtree_end[ch]
     return False
@@ -813,7 +817,7 @@ def _find_child(child_start, children, node_byte, x, b):  # type: ignore[no-unty
 
 @njit(cache=True, nogil=True)
 def _walk_below(  # type: ignore[no-untyped-def]
-    gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, es,
+    gt, lex, P, L, S, stamp, sorig, ctx, k, ends, es,
     node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids,
     rank_at,
     states, frames, memo, rk,
@@ -844,13 +848,13 @@ def _walk_below(  # type: ignore[no-untyped-def]
     trap = gt[H_TRAP]
     l_lo = S[k, S_L]
     l_hi = S[k + 1, S_L]
-    n_cls = lex_trans.shape[1]
+    n_cls = lex_classes(lex)
     # byte classes that some lexeme item of set k can start with
     cls_ok = np.zeros(n_cls, np.uint8)
     for idx in range(l_lo, l_hi):
         g = L[idx, L_STATE]
         for c in range(n_cls):
-            if lex_trans[g, c] >= 0:
+            if lex_next(lex, g, c) >= 0:
                 cls_ok[c] = 1
     # collect (lexer state, end node, child) for the end edges whose byte some item accepts
     work = np.empty((64, 3), np.int64)
@@ -866,7 +870,7 @@ def _walk_below(  # type: ignore[no-untyped-def]
                 continue
             for idx in range(l_lo, l_hi):
                 g = L[idx, L_STATE]
-                if lex_trans[g, c] < 0:
+                if lex_next(lex, g, c) < 0:
                     continue
                 dup = False
                 for idx2 in range(l_lo, idx):
@@ -962,12 +966,12 @@ def _walk_below(  # type: ignore[no-untyped-def]
                     ch = _find_child(child_start, children, node_byte, xs, gt[first_bytes + fb])
                 else:
                     ch = children[fb]
-                    if lex_trans[fg, gt[byte_class + node_byte[ch]]] < 0:
+                    if lex_next(lex, fg, gt[byte_class + node_byte[ch]]) < 0:
                         ch = -1
                 if ch >= 0:
                     # the previous lexeme must end here: not if it can read this byte
                     cb = gt[byte_class + node_byte[ch]]
-                    if lex_trans[frames[level, F_PS], cb] >= 0 or not _follows(
+                    if lex_next(lex, frames[level, F_PS], cb) >= 0 or not _follows(
                         follow, gt[lex_term + frames[level, F_PS]], node_byte[ch]
                     ):
                         ch = -1
@@ -986,7 +990,7 @@ def _walk_below(  # type: ignore[no-untyped-def]
                     x = sub  # nothing new to find below
                     continue
                 d = depth[x]
-                s = lex_trans[states[level, d - 1], gt[byte_class + node_byte[x]]]
+                s = lex_next(lex, states[level, d - 1], gt[byte_class + node_byte[x]])
                 if s < 0 or s == trap:
                     x = sub
                     continue
@@ -995,11 +999,11 @@ def _walk_below(  # type: ignore[no-untyped-def]
                 if (
                     gt[lex_accept + s] != 0
                     and sub > x + 1
-                    and _has_end_child(gt, lex_trans, subtree_end, node_byte, follow, t, s, x)
+                    and _has_end_child(gt, lex, subtree_end, node_byte, follow, t, s, x)
                 ):
                     # completion of `fg` from set fk, at fk+1: reuse while still valid
                     if frames[level, F_CG] != fg or frames[level, F_CV] != frames[level, F_VER]:
-                        r = complete_state(gt, lex_trans, P, L, S, stamp, sorig, ctx, fk + 1, fg)
+                        r = complete_state(gt, lex, P, L, S, stamp, sorig, ctx, fk + 1, fg)
                         if r < 0:
                             return r
                         ctx[C_VERSION] += 1
@@ -1020,7 +1024,7 @@ def _walk_below(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def fill_mask(  # type: ignore[no-untyped-def]
-    gt, lex_trans, P, L, S, stamp, sorig, ctx, n_sets,
+    gt, lex, P, L, S, stamp, sorig, ctx, n_sets,
     node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids,
     rank_at,
     cmeta, acc_dense, acc_rank, acc_sparse, ends,
@@ -1092,9 +1096,7 @@ def fill_mask(  # type: ignore[no-untyped-def]
                 out[sp >> 5] |= np.uint32(1 << (sp & 31))
     # special tokens that may follow once the pending lexemes end
     if gt[H_N_SPECIAL] > 0:
-        r = end_lexemes(
-            gt, lex_trans, P, L, S, stamp, sorig, ctx, j, n_sets, np.int64(-1), np.int64(-1)
-        )
+        r = end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, n_sets, np.int64(-1), np.int64(-1))
         if r < 0:
             return r
         if r > 0:
@@ -1118,7 +1120,7 @@ def fill_mask(  # type: ignore[no-untyped-def]
         stamp[seen + g] = ser
         if cmeta[g, M_NENDS] == 0:
             continue
-        r = complete_state(gt, lex_trans, P, L, S, stamp, sorig, ctx, k, g)
+        r = complete_state(gt, lex, P, L, S, stamp, sorig, ctx, k, g)
         if r < 0:
             return r
         if r == 0:
@@ -1126,7 +1128,7 @@ def fill_mask(  # type: ignore[no-untyped-def]
         ctx[C_VERSION] += 1
         frames[0, F_VER] = ctx[C_VERSION]
         r = _walk_below(
-            gt, lex_trans, P, L, S, stamp, sorig, ctx, k, ends, cmeta[g, M_ENDS],
+            gt, lex, P, L, S, stamp, sorig, ctx, k, ends, cmeta[g, M_ENDS],
             node_byte, depth, subtree_end, child_start, children, tok_start, tok_count,
             token_ids, rank_at,
             states, frames, memo, rk,

@@ -19,14 +19,20 @@ from .layout import (
     H_G,
     H_LEX_ACCEPT,
 )
+from .lexer import lex_classes, lex_dense, lex_next
 
 
 @njit(cache=True, nogil=True)
-def _too_many_states(lex_trans, byte_class, g, max_depth, max_states):  # type: ignore[no-untyped-def]
+def _too_many_states(lex, byte_class, g, max_depth, max_states):  # type: ignore[no-untyped-def]
     """Whether more than ``max_states`` states lie within ``max_depth`` bytes of ``g``
-    (by byte class: a pass much cheaper than the description, which lists byte runs)."""
-    n_states = lex_trans.shape[0]
-    used = np.zeros(lex_trans.shape[1], np.uint8)  # classes some byte belongs to
+    (by byte class: a pass much cheaper than the description, which lists byte runs).
+    Dense states (rows of ``lex``) reach only dense states; a sparse state always
+    counts as too many (its automaton is large, and its own to one grammar)."""
+    dense = lex_dense(lex)
+    if g >= dense.shape[0]:
+        return True
+    n_states = dense.shape[0]
+    used = np.zeros(dense.shape[1], np.uint8)  # classes some byte belongs to
     for b in range(256):
         used[byte_class[b]] = 1
     seen = np.zeros(n_states, np.uint8)
@@ -43,8 +49,8 @@ def _too_many_states(lex_trans, byte_class, g, max_depth, max_states):  # type: 
         head += 1
         if d >= max_depth:
             continue
-        for c in range(lex_trans.shape[1]):
-            nxt = lex_trans[s, c]
+        for c in range(dense.shape[1]):
+            nxt = dense[s, c]
             if nxt >= 0 and used[c] != 0 and seen[nxt] == 0:
                 if n >= max_states:
                     return True
@@ -56,7 +62,7 @@ def _too_many_states(lex_trans, byte_class, g, max_depth, max_states):  # type: 
 
 
 @njit(cache=True, nogil=True)
-def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no-untyped-def]
+def state_signature(gt, lex, g, max_depth, max_states):  # type: ignore[no-untyped-def]
     """``int32`` description of lexer state ``g`` up to ``max_depth`` bytes.
 
     States reachable from ``g`` are numbered in breadth-first order (bytes ascending), so
@@ -68,9 +74,9 @@ def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no
     description would cost more than it saves).
     """
     n_states = gt[H_G]
-    n_classes = lex_trans.shape[1]
+    n_classes = lex_classes(lex)
     byte_class = gt[gt[H_BYTE_CLASS] : gt[H_BYTE_CLASS] + 256]
-    if _too_many_states(lex_trans, byte_class, g, max_depth, max_states):
+    if _too_many_states(lex, byte_class, g, max_depth, max_states):
         return np.empty(0, np.int32)
     lex_accept = gt[H_LEX_ACCEPT]
     number = np.full(n_states, -1, np.int32)  # lexer state -> breadth-first number
@@ -108,7 +114,7 @@ def state_signature(gt, lex_trans, g, max_depth, max_states):  # type: ignore[no
             b = run_start[i]
             c = byte_class[b]
             if of_class[c] == -2:
-                nxt = lex_trans[s, c]
+                nxt = lex_next(lex, s, c)
                 if nxt < 0:
                     of_class[c] = -1
                 elif number[nxt] >= 0:

@@ -15,13 +15,17 @@ from collections.abc import Callable
 from ...errors import CompileBudgetError
 from ..ir import Rule, Terminal
 from ..regex import ByteDFA, literal_dfa, python_regex_dfa
-from ..regex.classed import ClassedDFA
+from ..regex.dawg import dawg, trie_states
 from ..regex.dfa import shared_automata, union_of_literals
+from ..regex.sparse import SparseDFA
 from .numbers import number_dfa
 from .options import Options
 from .strings import plain_string
 
 __all__ = ["GrammarBuilder", "drop_undefined"]
+
+DENSE_WORDS_STATES = 4096
+"""Largest trie of enum texts laid out as a dense automaton (4 MB at 1 KB a state)."""
 
 
 class GrammarBuilder:
@@ -76,7 +80,7 @@ class GrammarBuilder:
             )
 
     def term(
-        self, key: str, make: Callable[[], ByteDFA | ClassedDFA], source: str, hint: str
+        self, key: str, make: Callable[[], ByteDFA | SparseDFA], source: str, hint: str
     ) -> str | None:
         """A terminal for a DFA, shared by every use of the same ``key``; ``None`` if empty."""
         name = self._term_keys.get(key)
@@ -116,12 +120,17 @@ class GrammarBuilder:
     def words(self, texts: list[str]) -> str:
         """One terminal for a set of literal texts (an enum's strings): one lexer state
         reads them all, where a terminal per text would put one lexeme item per text in
-        the parse."""
-        key = hashlib.blake2b("\0".join(sorted(texts)).encode(), digest_size=16).hexdigest()
+        the parse. Up to :data:`DENSE_WORDS_STATES` trie states it is a dense automaton
+        (the fastest to step); beyond, the minimal automaton as sparse rows (``dawg.py``),
+        whose size grows with the texts' distinct prefixes and suffixes, not 1 KB a
+        state."""
+        data = [t.encode() for t in texts]
+        key = hashlib.blake2b(b"\0".join(sorted(data)), digest_size=16).hexdigest()
         shown = ", ".join(texts[:3]) + (", ..." if len(texts) > 3 else "")
+        dense = trie_states(data) <= DENSE_WORDS_STATES
         name = self.term(
             "words:" + key,
-            lambda: union_of_literals([t.encode() for t in texts]),
+            lambda: union_of_literals(data) if dense else dawg(data),
             f"one of {len(texts)} values ({shown})",
             "WORDS",
         )

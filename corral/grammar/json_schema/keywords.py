@@ -46,7 +46,7 @@ HANDLED = frozenset(
         "patternProperties", "propertyNames", "items", "prefixItems", "additionalItems",
         "minItems", "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
         "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "oneOf",
-        "allOf", "$ref", "$dynamicRef", "$recursiveRef", "x-corral-span",
+        "allOf", "$ref", "$dynamicRef", "$recursiveRef", "x-corral-span", "x-corral-entities",
     }
 )  # fmt: skip
 # The JSON types in the order the grammar offers them ("integer" replaces "number").

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..entities import EntitySet
 
 __all__ = ["Options"]
 
@@ -34,6 +39,9 @@ class Options:
         time_budget_s: wall-clock budget for building the grammar.
         source: the texts that ``"x-corral-span"`` values must be spans of (``None``:
             none given; a schema that uses the keyword is then refused).
+        entities: the entity sets ``"x-corral-entities"`` names (a mapping of names to
+            :class:`~corral.grammar.entities.EntitySet`; an iterable of strings is made
+            into one).
     """
 
     whitespace: str = "compact"
@@ -47,6 +55,7 @@ class Options:
     time_budget_s: float = 30.0
     pattern_budget_s: float = 5.0
     source: tuple[str, ...] | None = None
+    entities: Mapping[str, EntitySet] | None = None
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("compact", "flexible"):
@@ -55,6 +64,10 @@ class Options:
             raise ValueError(
                 f"property_order must be 'schema' or 'any', not {self.property_order!r}"
             )
+        if self.entities is not None:
+            from ..entities import entity_sets
+
+            object.__setattr__(self, "entities", entity_sets(self.entities))
         if self.source is not None:
             from ..spans import source_texts
 

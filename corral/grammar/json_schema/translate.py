@@ -35,12 +35,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import CompileBudgetError, EmptyLanguageError, Location, UnsupportedFeatureError
+from ..entities import entities_key
 from ..ir import Grammar
 from ..spans import sources_digest
 from . import refs
 from .algebra import Merger, canonical
 from .emit.array import emit_array
 from .emit.combinators import emit_all_of, emit_alternatives, emit_reference
+from .emit.entity import ENTITY_KEYWORD, emit_entity, find_entities
 from .emit.enum import emit_enum
 from .emit.number import emit_number
 from .emit.object import emit_object
@@ -109,6 +111,7 @@ class Translator(GrammarBuilder):
         self.other_keys_cache: dict[tuple[bytes, ...], Any] = {}
         self.validation: ExactValidation | None = None
         self.span_pointers: set[str] = set()  # where emit_span enforced a span constraint
+        self.entity_pointers: set[str] = set()  # where emit_entity enforced an entity set
 
     # -- values -------------------------------------------------------------------------
     def value(self, schema: Any, ptr: str, resolver: Any) -> str | None:
@@ -149,6 +152,8 @@ class Translator(GrammarBuilder):
         self.findings.classify(schema, ptr)
         if schema.get(SPAN_KEYWORD, False) is not False:  # before $ref: refused beside it
             return emit_span(self, schema, ptr)
+        if ENTITY_KEYWORD in schema:  # before $ref: refused beside it
+            return emit_entity(self, schema, ptr)
         if "$ref" in schema and old_refs:
             # before 2019-09, keywords beside $ref are ignored
             for kw in schema:
@@ -275,6 +280,7 @@ class Translator(GrammarBuilder):
 def translate(loaded: LoadedSchema, options: Options) -> Translation:
     """Build the grammar of a loaded schema (see the module docs)."""
     spans = find_spans(loaded.schema, has_source=options.source is not None)
+    entities = find_entities(loaded.schema, options.entities)
     b = Translator(loaded, options)
     try:
         top = b.value(loaded.schema, "", loaded.resolver())
@@ -291,15 +297,27 @@ def translate(loaded: LoadedSchema, options: Options) -> Translation:
         b.findings.needs_check(
             pointer_join(ptr, SPAN_KEYWORD), SPAN_KEYWORD, "not met as a string schema of its own"
         )
+    for ptr in entities.keys() - b.entity_pointers:
+        b.findings.needs_check(
+            pointer_join(ptr, ENTITY_KEYWORD),
+            ENTITY_KEYWORD,
+            "not met as a string schema of its own",
+        )
     findings = b.findings.sorted()
     check = None
     check_id = ""
     if options.final_check:
         source = options.source if spans else None
-        check = FinalCheck(loaded, source=source)
+        sets = None
+        if entities:
+            assert options.entities is not None  # find_entities refused the schema otherwise
+            sets = {n: options.entities[n] for n in set(entities.values())}
+        check = FinalCheck(loaded, source=source, entities=sets)
         check_id = f"{FINAL_CHECK_VERSION}:" + canonical(loaded.schema)
         if source is not None:
             check_id += ":source=" + sources_digest(source)
+        if sets:
+            check_id += ":entities=" + entities_key(sets)
     grammar = Grammar(
         b.terms,
         rules,

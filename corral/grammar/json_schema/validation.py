@@ -30,13 +30,16 @@ from __future__ import annotations
 import json
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...caching import BoundedCache
 from ...errors import CorralError
 from .load import ROOT_URI, LoadedSchema, exact_numbers, for_validation
+
+if TYPE_CHECKING:
+    from ..entities import EntitySet
 
 __all__ = [
     "DuplicateKeyError",
@@ -164,17 +167,24 @@ class ExactValidation:
         loaded: the schema, as :func:`~corral.grammar.json_schema.load.load_schema` read it.
         source: the texts ``"x-corral-span"`` values must be spans of (``None``: the
             keyword is not checked, as by standard validators).
+        entities: the entity sets ``"x-corral-entities"`` names (``None``: the keyword is
+            not checked).
 
     The methods raise whatever stops validation from deciding (a pattern's
     :class:`~corral.grammar.json_schema.ecma.MatchBudgetError`, ``RecursionError``, an
     unresolvable reference): callers decide what that means for them.
     """
 
-    def __init__(self, loaded: LoadedSchema, source: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        loaded: LoadedSchema,
+        source: tuple[str, ...] | None = None,
+        entities: Mapping[str, EntitySet] | None = None,
+    ) -> None:
         self.loaded = loaded.for_validation()
         self.patterns = _Patterns()
         self.format_checker = format_checker()
-        self.cls = _validator_class(self.loaded, self.patterns, source)
+        self.cls = _validator_class(self.loaded, self.patterns, source, entities)
         self._root = self.cls(
             self.loaded.schema, registry=self.loaded.registry, format_checker=self.format_checker
         )
@@ -207,9 +217,16 @@ class FinalCheck:
     (once per reason) saying why.
     """
 
-    def __init__(self, loaded: LoadedSchema, *, source: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        loaded: LoadedSchema,
+        *,
+        source: tuple[str, ...] | None = None,
+        entities: Mapping[str, EntitySet] | None = None,
+    ) -> None:
         self.loaded = loaded
         self.source = source  # the texts of span constraints (``None``: none checked)
+        self.entities = entities  # the sets of entity constraints (``None``: none checked)
         self._validation: ExactValidation | None = None
         self._lock = threading.Lock()
         self._warned: set[str] = set()
@@ -220,7 +237,7 @@ class FinalCheck:
         if self._validation is None:
             with self._lock:
                 if self._validation is None:
-                    self._validation = ExactValidation(self.loaded, self.source)
+                    self._validation = ExactValidation(self.loaded, self.source, self.entities)
         return self._validation
 
     def __call__(self, text: bytes) -> bool:
@@ -260,10 +277,13 @@ class FinalCheck:
 
 
 def _validator_class(
-    loaded: LoadedSchema, patterns: _Patterns, source: tuple[str, ...] | None = None
+    loaded: LoadedSchema,
+    patterns: _Patterns,
+    source: tuple[str, ...] | None = None,
+    entities: Mapping[str, EntitySet] | None = None,
 ) -> Any:
     """The draft's ``jsonschema`` validator class with corral's keyword semantics (and
-    span constraints checked against ``source`` when it is given)."""
+    span and entity constraints checked against ``source`` and ``entities`` when given)."""
     from jsonschema import ValidationError
     from jsonschema.validators import extend, validator_for
 
@@ -331,6 +351,16 @@ def _validator_class(
                 yield ValidationError(f"{instance!r} is not a span of the source")
 
         keywords[SPAN_KEYWORD] = span
+    if entities is not None:
+        from .emit.entity import ENTITY_KEYWORD
+
+        sets = entities
+
+        def entity(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+            if validator.is_type(instance, "string") and instance not in sets[value]:
+                yield ValidationError(f"{instance!r} is not in the entity set {value!r}")
+
+        keywords[ENTITY_KEYWORD] = entity
     integral_decimals = loaded.draft != "4"  # draft 4: 1.0 is not an integer
 
     def is_number(_: Any, x: Any) -> bool:

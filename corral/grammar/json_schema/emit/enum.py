@@ -18,22 +18,7 @@ from ..validation import ExactValidation
 if TYPE_CHECKING:
     from ..translate import Translator
 
-__all__ = ["emit_const", "emit_enum", "sibling_filter", "trie_states"]
-
-
-def trie_states(texts: list[str]) -> int:
-    """States of the trie spelling ``texts`` (UTF-8): one per distinct prefix."""
-    n = 1
-    prev = b""
-    for w in sorted(t.encode() for t in texts):
-        common = 0
-        for a, c in zip(prev, w, strict=False):
-            if a != c:
-                break
-            common += 1
-        n += len(w) - common
-        prev = w
-    return n
+__all__ = ["emit_const", "emit_enum", "sibling_filter"]
 
 
 def emit_enum(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) -> str | None:
@@ -64,11 +49,10 @@ def emit_enum(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) ->
             words.append(c)
         else:
             b.add(name, emit_const(b, v))
-    if len(words) > 1 and trie_states(words) <= b.opt.max_states:
+    if len(words) > 1:
         b.add(name, b.words(words))
-    else:  # one terminal per text: the rule budget bounds a huge enum
-        for c in words:
-            b.add(name, b.lit(c))
+    elif words:
+        b.add(name, b.lit(words[0]))
     return name if seen else None
 
 

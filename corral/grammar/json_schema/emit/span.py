@@ -31,7 +31,7 @@ from ..load import SchemaError, pointer_join
 if TYPE_CHECKING:
     from ..translate import Translator
 
-__all__ = ["SPAN_KEYWORD", "emit_span", "find_spans", "span_occurs", "span_options"]
+__all__ = ["SPAN_KEYWORD", "emit_span", "find_spans", "span_occurs", "span_options", "subschemas"]
 
 SPAN_KEYWORD = "x-corral-span"
 
@@ -84,7 +84,7 @@ def find_spans(schema: Any, *, has_source: bool) -> dict[str, SpanOptions]:
         SchemaError: a malformed keyword value, or a span constraint without a source.
     """
     found: dict[str, SpanOptions] = {}
-    for ptr, node in _subschemas(schema, ""):
+    for ptr, node in subschemas(schema, ""):
         if SPAN_KEYWORD in node:
             opts = span_options(node[SPAN_KEYWORD], ptr)
             if opts is not None:
@@ -100,7 +100,7 @@ def find_spans(schema: Any, *, has_source: bool) -> dict[str, SpanOptions]:
     return found
 
 
-def _subschemas(node: Any, ptr: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def subschemas(node: Any, ptr: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """The dict subschemas of ``node`` with their pointers (depth first in document
     order, no recursion)."""
     stack = [(node, ptr)]

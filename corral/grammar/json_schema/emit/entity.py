@@ -1,0 +1,87 @@
+"""Entity sets: ``"x-corral-entities": "<set>"`` on a string schema makes its value one of
+the names of the :class:`~corral.grammar.entities.EntitySet` given at compile time as
+``entities={"<set>": ...}``.
+
+It combines with ``type: "string"`` and annotations; beside any other assertion it is
+refused, naming that keyword and its pointer (filter the set instead). Standard
+validators ignore the keyword; corral's final check enforces it too, so that an
+occurrence the grammar does not meet as a string schema of its own (an ``allOf`` merge,
+say) is still checked (and refused without a final check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ....errors import Location, UnsupportedFeatureError
+from ...entities import EntitySet
+from ..keywords import ANNOTATIONS
+from ..load import SchemaError, pointer_join
+from .span import subschemas
+
+if TYPE_CHECKING:
+    from ..translate import Translator
+
+__all__ = ["ENTITY_KEYWORD", "emit_entity", "find_entities"]
+
+ENTITY_KEYWORD = "x-corral-entities"
+
+
+def find_entities(schema: Any, sets: Mapping[str, EntitySet] | None) -> dict[str, str]:
+    """Every entity constraint in ``schema``: JSON pointer of its subschema -> set name.
+
+    Raises:
+        SchemaError: a value that is not a string, or names no set of ``sets``.
+    """
+    found: dict[str, str] = {}
+    for ptr, node in subschemas(schema, ""):
+        if ENTITY_KEYWORD not in node:
+            continue
+        name = node[ENTITY_KEYWORD]
+        where = pointer_join(ptr, ENTITY_KEYWORD)
+        if type(name) is not str:
+            raise SchemaError(
+                f"{ENTITY_KEYWORD} must name an entity set (a string), not {name!r} (at {where})",
+                where,
+            )
+        if not sets or name not in sets:
+            known = f" (given: {sorted(sets)})" if sets else ""
+            raise SchemaError(
+                f"{ENTITY_KEYWORD} (at {where}) names the entity set {name!r}, which was not "
+                f"given: pass entities={{{name!r}: corral.EntitySet(...)}}{known}",
+                where,
+            )
+        found[ptr] = name
+    return found
+
+
+def emit_entity(b: Translator, s: dict[str, Any], ptr: str) -> str:
+    """The terminal of the names of the set that subschema ``s`` (at ``ptr``) names.
+
+    Raises:
+        UnsupportedFeatureError: another assertion beside the keyword, or a type other
+            than ``string``.
+    """
+    name = s[ENTITY_KEYWORD]
+    for kw in s:
+        if kw == ENTITY_KEYWORD or kw in ANNOTATIONS:
+            continue
+        if kw == "type" and s["type"] in ("string", ["string"]):
+            b.findings.exact(pointer_join(ptr, kw), kw)
+            continue
+        raise UnsupportedFeatureError(
+            f"{kw} beside {ENTITY_KEYWORD}",
+            location=Location(pointer=pointer_join(ptr, kw)),
+            detail=f"{ENTITY_KEYWORD} combines with type: string and annotations only; "
+            "filter the entity set instead",
+        )
+    assert b.opt.entities is not None  # find_entities refused the schema otherwise
+    es = b.opt.entities[name]
+    term = b.term(
+        f"entities:{es.digest}", lambda: es.dfa("json"), f"one of the entity set {name!r}", "ENTITY"
+    )
+    assert term is not None  # an entity set has names
+    b.findings.exact(pointer_join(ptr, ENTITY_KEYWORD), ENTITY_KEYWORD)
+    b.entity_pointers.add(ptr)
+    return term
