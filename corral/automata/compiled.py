@@ -116,9 +116,9 @@ class CompiledGrammar:
         lt = self.tables
         if self._walk_memo is None:
             G = lt.n_lexer_states
-            # a span automaton has no runs of plain bytes to jump (its states accept, or
-            # lie inside one character): its walks go byte by byte from the start (2),
-            # without searching its many states for runs first
+            # a sparse automaton (a span, an entity set) is acyclic, so it has no runs of
+            # plain bytes to jump: its walks go byte by byte from the start (2), without
+            # searching its many states for runs first
             skip = np.where(self._sparse_states, 2, 0).astype(np.int32)
             self._walk_memo = (
                 np.full(G, -1, np.int32),

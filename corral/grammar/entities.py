@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -113,10 +114,23 @@ class EntitySet:
         return d
 
 
+_PLAIN = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*\Z')  # nothing JSON escapes
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def json_string_bytes(name: str) -> bytes:
+    """``name`` as the grammar spells a JSON string: ``json.dumps`` without ASCII
+    escapes, and a lone surrogate as its ``\\uXXXX`` escape (the only JSON for it)."""
+    if _PLAIN.match(name):
+        return b'"' + name.encode("utf-8") + b'"'
+    text = json.dumps(name, ensure_ascii=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
 def _encoded(names: Iterable[str], encoding: str) -> Iterator[bytes]:
     if encoding == "json":
         for n in names:
-            yield json.dumps(n, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            yield json_string_bytes(n)
     else:
         for n in names:
             yield n.encode("utf-8", "surrogatepass")

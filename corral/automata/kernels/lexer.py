@@ -21,8 +21,6 @@ compiled into the kernels that use them: after editing this module in a checkout
 
 from __future__ import annotations
 
-from typing import Any
-
 import numba as nb
 import numpy as np
 from numba.core import types
@@ -42,7 +40,9 @@ def lex_next(lex, s, c):  # type: ignore[no-untyped-def]
     dense, row_start, cls, dst = lex
     if s < dense.shape[0]:
         return int(dense[s, c])
-    return int(_sparse_next(row_start, cls, dst, s - dense.shape[0], c))
+    a, b = int(row_start[s - dense.shape[0]]), int(row_start[s - dense.shape[0] + 1])
+    i = a + int(np.searchsorted(cls[a:b], c))
+    return int(dst[i]) if i < b and cls[i] == c else -1
 
 
 def lex_dense(lex):  # type: ignore[no-untyped-def]
@@ -56,8 +56,9 @@ def lex_classes(lex):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def _sparse_next(row_start: np.ndarray, cls: np.ndarray, dst: np.ndarray, r: int, c: int) -> Any:
-    """Sparse row ``r``'s target for class ``c`` (binary search), or ``-1``."""
+def _sparse_next(row_start, cls, dst, r, c):  # type: ignore[no-untyped-def]
+    """Sparse row ``r``'s target for class ``c`` (binary search), or ``-1``. Out of line:
+    inlined, its loop trips Numba's pedantic IR checks (``NumbaIRAssumptionWarning``)."""
     lo = row_start[r]
     hi = row_start[r + 1]
     while lo < hi:

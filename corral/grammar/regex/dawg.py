@@ -95,6 +95,18 @@ def _heights(parent: np.ndarray) -> np.ndarray:
     return h
 
 
+def _row_classes(rows: np.ndarray) -> np.ndarray:
+    """``int64 [n]``: the same number for equal rows of ``rows`` (``[n, k]``), numbered
+    from 0 (a lexicographic sort: several times faster than ``np.unique(axis=0)``)."""
+    order = np.lexsort(rows.T[::-1])
+    s = rows[order]
+    new = np.ones(s.shape[0], bool)
+    new[1:] = np.any(s[1:] != s[:-1], axis=1)
+    out = np.empty(s.shape[0], np.int64)
+    out[order] = np.cumsum(new) - 1
+    return out
+
+
 def dawg(strings: Iterable[bytes]) -> SparseDFA:
     """The minimal DFA accepting exactly ``strings`` (byte strings; the empty one makes
     the start state accepting). Start state ``0``, then states in the preorder of their
@@ -127,8 +139,7 @@ def dawg(strings: Iterable[bytes]) -> SparseDFA:
                 kids = edge_child[first_edge[group][:, None] + np.arange(d)[None, :]]
                 rows[:, 1::2] = label[kids]
                 rows[:, 2::2] = state[kids]
-            _, inv = np.unique(rows, axis=0, return_inverse=True)
-            inv = inv.reshape(-1)
+            inv = _row_classes(rows)
             state[group] = inv + n_states
             n_states += int(inv.max()) + 1
     # number the states by their first trie node (the root's first), and read each
