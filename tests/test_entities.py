@@ -103,6 +103,8 @@ def test_an_entity_set_is_read_from_a_file_one_name_a_line(tmp_path) -> None:  #
         EntitySet("abc")
     with pytest.raises(ValueError, match="encoding"):
         es.dfa("utf-16")
+    with pytest.raises(ValueError, match=r"max_chars=10 .*at name 2"):
+        EntitySet(["abcd", "efgh", "ijkl"], max_chars=10)
 
 
 def _prefixes(docs: Iterable[bytes]) -> set[bytes]:

@@ -26,7 +26,12 @@ from typing import Any
 from .regex.dawg import dawg
 from .regex.sparse import SparseDFA
 
-__all__ = ["ENCODINGS", "EntitySet", "entity_sets"]
+__all__ = ["ENCODINGS", "MAX_CHARS", "EntitySet", "entity_sets"]
+
+MAX_CHARS = 64_000_000
+"""Default budget of an entity set's characters, all names together (building the
+automaton of a million names of 13 bytes peaks at about 0.7 GB; this allows about five
+times that)."""
 
 ENCODINGS = ("json", "raw")
 """``"json"``: each name as a canonical JSON string, quotes included (what a JSON value
@@ -40,21 +45,33 @@ class EntitySet:
         names: the names; duplicates are merged. An empty name is refused (a JSON
             ``enum`` can hold ``""``; an entity name cannot be empty).
         label: what messages call the set (default: its size).
+        max_chars: the most characters all names may hold together (a budget on the
+            memory and time the automaton takes; see :data:`MAX_CHARS`).
 
     Raises:
         TypeError: a name that is not a ``str``.
-        ValueError: an empty name, or no names at all.
+        ValueError: an empty name, no names at all, or more than ``max_chars``
+            characters.
     """
 
-    def __init__(self, names: Iterable[str], *, label: str | None = None) -> None:
+    def __init__(
+        self, names: Iterable[str], *, label: str | None = None, max_chars: int = MAX_CHARS
+    ) -> None:
         if isinstance(names, (str, bytes)):
             raise TypeError("names must be an iterable of strings, not one string")
         kept: set[str] = set()
+        chars = 0
         for i, n in enumerate(names):
             if type(n) is not str:
                 raise TypeError(f"entity name {i} is a {type(n).__name__}, not a str")
             if not n:
                 raise ValueError(f"entity name {i} is empty")
+            chars += len(n)
+            if chars > max_chars:
+                raise ValueError(
+                    f"the entity names hold more than max_chars={max_chars:,} characters "
+                    f"(at name {i}); pass a larger max_chars if the memory is there"
+                )
             kept.add(n)
         if not kept:
             raise ValueError("an entity set needs at least one name")
