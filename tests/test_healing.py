@@ -487,3 +487,52 @@ def test_gemma_heals_an_open_quote() -> None:
     assert r.text[0].isupper() and "Lopez" in r.text  # no quote repeated: the name
     value = json.loads('{"name": "' + r.text)
     jsonschema.validate(value, SCHEMA)
+
+
+def test_the_transformers_processor_heals_then_hands_over_to_the_grammar() -> None:
+    """``GrammarLogitsProcessor(healed=...)``: while the healed bytes are spelled again the
+    mask is the healing view's; after the token that ends them, the grammar's after the
+    bytes past them; a token off them leaves only EOS."""
+    from corral.integrations.transformers import GrammarLogitsProcessor
+
+    tok = load_tokenizer("gpt2")
+    vocab = load_vocab("gpt2")
+    g = corral.compile({"type": "object", "properties": {"a": {"type": "integer"}}}, vocab)
+    ids, healed = heal_prompt(vocab, tok.encode("Answer in JSON:"))
+    assert healed == b":"
+    proc = GrammarLogitsProcessor([g], healed=[healed])
+    prompt = torch.tensor([ids])
+    scores = torch.zeros(1, vocab.size)
+    first = proc(prompt, scores.clone())[0] > -float("inf")
+    want = HealingView(g.matcher(), healed).allowed_token_ids()
+    assert set(torch.nonzero(first).flatten().tolist()) == set(want.tolist())
+    colon_brace = [t for t in want.tolist() if vocab.token_bytes(t) == b":{"]
+    assert colon_brace  # a token spelling the healed byte and going on into the grammar
+    after = proc(torch.tensor([ids + colon_brace]), scores.clone())[0] > -float("inf")
+    m = g.matcher()
+    assert m.consume_bytes(b"{")
+    assert set(torch.nonzero(after).flatten().tolist()) == set(m.allowed_token_ids().tolist())
+    off = tok.encode(" hello")[0]
+    dead = proc(torch.tensor([[*ids, off]]), scores.clone())[0] > -float("inf")
+    assert set(torch.nonzero(dead).flatten().tolist()) == set(vocab.eos_token_ids)
+
+
+def test_extract_heals_the_prompt_and_returns_the_record_alone() -> None:
+    """The default prompt ends in ``JSON:``, which a longer token can continue: extract
+    backs it up, the output spells ``:`` again, and the record is what follows."""
+    tok = load_tokenizer("gpt2")
+    model = tiny_llama(tok)
+    n = {"type": "integer", "minimum": 0, "maximum": 99}
+    schema = {"type": "object", "properties": {"n": n}, "required": ["n"]}
+    docs = ["n is 3", "there are 12 of them"]
+    from corral.integrations.extract import DEFAULT_PROMPT, extract_iter, schema_json
+
+    text = DEFAULT_PROMPT.replace("{schema}", schema_json(schema)).replace("{document}", docs[0])
+    assert heal_prompt(load_vocab("gpt2"), tok(text)["input_ids"])[1] == b":"
+    healed = list(extract_iter(model, docs, schema, tokenizer=tok, max_new_tokens=30))
+    plain = list(extract_iter(model, docs, schema, tokenizer=tok, max_new_tokens=30, heal=False))
+    for h in (*healed, *plain):
+        assert h.error is None and isinstance(h.value["n"], int), h
+        assert h.text.startswith("{") and json.loads(h.text) == h.value
+    with pytest.raises(TypeError, match="heal"):
+        corral.extract(model, docs, schema, tokenizer=tok, heal=None)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CorralError, IncompleteGenerationError
+from ..errors import CorralError, IncompleteGenerationError, ValidationFailedError
 from .constraint import compile_constraint, is_pydantic_model, uses_spans
 from .models import resolve_model
 from .vocabularies import vocabulary_for
@@ -55,6 +55,7 @@ def extract(
     errors: str = "raise",
     engine: str = "transformers",
     engine_options: dict[str, Any] | None = None,
+    heal: bool = True,
     **schema_options: Any,
 ) -> list[Any]:
     """One validated record per document, in order.
@@ -75,6 +76,10 @@ def extract(
             (``tensor_parallel_size``, ``gpu_memory_utilization``, ...).
         errors: ``"raise"`` (the first failed document raises its error) or ``"none"``
             (a failed document gives ``None``).
+        heal: token healing (as in :func:`corral.generate`): when the prompt ends inside
+            what could be a longer token (the default prompt's ``JSON:``), it is backed up
+            by that token and the output's first tokens spell its bytes again, then the
+            record. Exact; ``False`` keeps the prompt's tokens as they are.
 
     Returns:
         The records (dicts, or model instances for a pydantic class).
@@ -85,7 +90,7 @@ def extract(
     for item in extract_iter(
         model, documents, schema, prompt=prompt, tokenizer=tokenizer, batch_size=batch_size,
         max_new_tokens=max_new_tokens, engine=engine, engine_options=engine_options,
-        **schema_options,
+        heal=heal, **schema_options,
     ):  # fmt: skip
         if item.error is not None and errors == "raise":
             raise item.error
@@ -104,6 +109,7 @@ def extract_iter(
     max_new_tokens: int = 512,
     engine: str = "transformers",
     engine_options: dict[str, Any] | None = None,
+    heal: bool = True,
     **schema_options: Any,
 ) -> Iterator[Extraction]:
     """Yield an :class:`Extraction` per document, in order, batch by batch."""
@@ -114,7 +120,7 @@ def extract_iter(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     ex = make_extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
                         max_new_tokens=max_new_tokens, engine=engine,
-                        engine_options=engine_options, **schema_options)  # fmt: skip
+                        engine_options=engine_options, heal=heal, **schema_options)  # fmt: skip
     batch: list[tuple[int, str]] = []
     for i, doc in enumerate(documents):
         if not isinstance(doc, str):
@@ -175,23 +181,32 @@ def make_extractor(
     max_new_tokens: int = 512,
     engine: str = "transformers",
     engine_options: dict[str, Any] | None = None,
+    heal: bool = True,
     **schema_options: Any,
 ) -> Any:
     """An :class:`Extractor` (``engine="transformers"``) or a
-    :class:`~corral.integrations.vllm.engine.VLLMExtractor` (``engine="vllm"``)."""
+    :class:`~corral.integrations.vllm.engine.VLLMExtractor` (``engine="vllm"``, which
+    takes the prompt's tokens as they are: ``heal`` applies to ``"transformers"``)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {list(ENGINES)}, not {engine!r}")
+    if not isinstance(heal, bool):
+        raise TypeError(f"heal must be True or False, not {heal!r}")
     if engine == "transformers":
         if engine_options:
             raise ValueError("engine_options apply to engine='vllm' only")
         return Extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
-                         max_new_tokens=max_new_tokens, **schema_options)  # fmt: skip
+                         max_new_tokens=max_new_tokens, heal=heal, **schema_options)  # fmt: skip
     if tokenizer is not None:
         raise ValueError("with engine='vllm' the tokenizer is the model folder's: omit tokenizer=")
     if uses_spans(schema):
         raise ValueError(
             "span constraints (x-corral-span) need a grammar per document, which "
             "engine='vllm' does not build yet: use engine='transformers'"
+        )
+    if schema_options.get("entities") is not None:
+        raise ValueError(
+            "entity sets (entities=) are Python objects that vLLM's requests cannot carry: "
+            "use engine='transformers'"
         )
     try:
         from .vllm.engine import VLLMExtractor
@@ -216,6 +231,7 @@ class Extractor:
         prompt: str = DEFAULT_PROMPT,
         tokenizer: Any = None,
         max_new_tokens: int = 512,
+        heal: bool = True,
         **schema_options: Any,
     ) -> None:
         from ..automata.bitmask import as_int
@@ -236,6 +252,7 @@ class Extractor:
         )
         self.prompt = prompt.replace("{schema}", schema_json(schema))
         self.max_new_tokens = max_new_tokens
+        self.heal = heal
 
     def run(self, batch: Sequence[tuple[int, str]]) -> Iterator[Extraction]:
         if not self.spans:
@@ -247,7 +264,7 @@ class Extractor:
                 for _, doc in batch
             ]  # fmt: skip
         return _run_batch(self.lm, self.tok, self.vocab, grammars, self.prompt, batch,
-                          self.max_new_tokens)  # fmt: skip
+                          self.max_new_tokens, heal=self.heal)  # fmt: skip
 
 
 def schema_json(schema: Any) -> str:
@@ -268,9 +285,12 @@ def _run_batch(
     prompt: str,
     batch: Sequence[tuple[int, str]],
     max_new_tokens: int,
+    *,
+    heal: bool = False,
 ) -> Iterator[Extraction]:
     """Extract a batch in one ``model.generate``; ``grammars``: ``(compiled, parse)`` of
-    each row."""
+    each row; ``heal``: back each prompt up by a last token that could be longer, and
+    have the output spell its bytes again first (:mod:`corral.sampler.healing`)."""
     import torch
 
     from .transformers import GrammarLogitsProcessor
@@ -279,12 +299,19 @@ def _run_batch(
     eos = list(vocab.eos_token_ids)
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos[0] if eos else 0)
     rows = [list(tok(t)["input_ids"]) for t in texts]
+    healed = [b""] * len(rows)
+    if heal:
+        from ..sampler.healing import heal_prompt
+
+        for i, r in enumerate(rows):
+            rows[i], healed[i] = heal_prompt(vocab, r)
     width = max(len(r) for r in rows)
     # left padding (the tokenizer is not changed): every prompt ends at the same column
     input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
     attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
     device = next(lm.parameters()).device
-    proc = GrammarLogitsProcessor([c for c, _ in grammars], tokenizer=tok, model=lm)
+    proc = GrammarLogitsProcessor([c for c, _ in grammars], tokenizer=tok, model=lm,
+                                  healed=healed if any(healed) else None)  # fmt: skip
     from transformers import LogitsProcessorList
 
     with torch.no_grad():
@@ -299,24 +326,47 @@ def _run_batch(
         )
     eos_set = set(eos)
     rows_out = out[:, width:].tolist()
-    for (index, _), row, (compiled, parse) in zip(batch, rows_out, grammars, strict=True):
+    for (index, _), row, (compiled, parse), cut in zip(
+        batch, rows_out, grammars, healed, strict=True
+    ):
         ids: list[int] = []
         for t in row:
             if t in eos_set:
                 break
             ids.append(t)
-        yield checked(index, ids, vocab, compiled, parse, max_new_tokens)
+        yield checked(index, ids, vocab, compiled, parse, max_new_tokens, healed=cut)
 
 
 def checked(
-    index: int, ids: list[int], vocab: Any, compiled: Any, parse: Any, max_new_tokens: int
+    index: int,
+    ids: list[int],
+    vocab: Any,
+    compiled: Any,
+    parse: Any,
+    max_new_tokens: int,
+    *,
+    healed: bytes = b"",
 ) -> Extraction:
     """The :class:`Extraction` of one output (``ids``: its tokens, end token excluded): a
-    fresh matcher must accept it, then it must parse and validate; otherwise the error."""
-    text = vocab.decode(ids).decode("utf-8", "replace")
+    fresh matcher must accept it, then it must parse and validate; otherwise the error.
+    ``healed``: the prompt bytes the output's first tokens spell again (not the record's)."""
+    data = vocab.decode(ids)
+    if healed and data.startswith(healed):
+        data = data[len(healed) :]
+    text = data.decode("utf-8", "replace")
     m = compiled.matcher()
     try:
-        m.consume_tokens(ids)
+        if not healed:
+            m.consume_tokens(ids)
+        elif not vocab.decode(ids).startswith(healed):
+            raise IncompleteGenerationError(
+                f"max_new_tokens={max_new_tokens} ran out before the healed prompt bytes "
+                f"{healed!r} were spelled again",
+                partial_text="",
+                token_ids=ids,
+            )
+        elif not m.consume_bytes(data):
+            raise ValidationFailedError("the output left the grammar", text=text)
         if not m.is_accepting():
             raise IncompleteGenerationError(
                 f"max_new_tokens={max_new_tokens} ran out before the record was complete",

@@ -51,6 +51,7 @@ from transformers import LogitsProcessor
 
 from ..automata import CompiledGrammar, Matcher, allocate_bitmask
 from ..errors import MatcherStateError, TokenizerError, TokenRejectedError
+from ..sampler.healing import HealingView
 from ..sampler.masking import masked_logits
 from .vocabularies import check_model_fits, check_tokenizer
 
@@ -73,6 +74,10 @@ class GrammarLogitsProcessor(LogitsProcessor):
             else ``config.vocab_size``) must be at least the vocabulary size and its EOS
             ids tokens of the vocabulary, and the scores of every call must be as wide as
             one of the models' logits.
+        healed: token healing (see :mod:`corral.sampler.healing`): for each grammar, the
+            bytes its rows' first tokens must spell again (``b""``: none), because they
+            were cut from the end of the prompt (:func:`~corral.sampler.healing.heal_prompt`).
+            The generated tokens then hold those bytes before the grammar's text.
 
     Raises:
         TokenizerError: the tokenizer or a model does not fit the grammars' vocabulary.
@@ -84,6 +89,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         *,
         tokenizer: Any = None,
         model: Any = None,
+        healed: Sequence[bytes] | None = None,
     ) -> None:
         items = [grammars] if isinstance(grammars, CompiledGrammar) else list(grammars)
         if not items or not all(isinstance(g, CompiledGrammar) for g in items):
@@ -103,26 +109,44 @@ class GrammarLogitsProcessor(LogitsProcessor):
             [] if model is None else list(model) if isinstance(model, (list, tuple)) else [model]
         )
         self._widths = {check_model_fits(m, vocab) for m in models}
+        if healed is not None and len(healed) != len(items):
+            raise ValueError(f"healed has {len(healed)} entries for {len(items)} grammars")
+        self._healed = [bytes(h) for h in healed] if healed is not None else [b""] * len(items)
         self.reset()
 
     def reset(self) -> None:
         """Forget every row: the next call starts a new generation."""
         self.prompt_length: int | None = None
         self._states: list[dict[tuple[int, ...], Matcher | None]] = [
-            {(): g.matcher()} for g in self.grammars
+            {} if h else {(): g.matcher()} for g, h in zip(self.grammars, self._healed, strict=True)
+        ]
+        # healing views (masks while the healed bytes are spelled again), one per grammar
+        self._views: list[HealingView | None] = [
+            HealingView(g.matcher(), h) if h else None
+            for g, h in zip(self.grammars, self._healed, strict=True)
         ]
         self._bitmask: np.ndarray | None = None
 
-    def matcher_for(self, row_group: int, generated: Sequence[int]) -> Matcher | None:
+    def matcher_for(self, row_group: int, generated: Sequence[int]) -> Matcher | HealingView | None:
         """The matcher after ``generated`` tokens of grammar ``row_group`` (``None`` if they
-        left the grammar). Matchers returned are shared: do not advance them."""
+        left the grammar; while they spell healed bytes again, the group's
+        :class:`~corral.sampler.healing.HealingView`, which has the matcher methods the
+        processors use). Matchers returned are shared: do not advance them."""
         states = self._states[row_group]
         key = tuple(generated)
         if key in states:
             return states[key]
-        n = len(key) - 1
+        n = max(len(key) - 1, 0)
         while n > 0 and key[:n] not in states:
             n -= 1
+        view = self._views[row_group]
+        if n == 0 and view is not None:  # no prefix past the healed bytes known yet
+            healed = self._heal(row_group, view, key)
+            if not isinstance(healed, tuple):
+                return healed  # still spelling the healed bytes (or off them: None)
+            if len(healed) == len(key):
+                return states[key]
+            n = len(healed)
         m = states[key[:n]]
         if m is not None:
             m = m.fork()
@@ -137,6 +161,25 @@ class GrammarLogitsProcessor(LogitsProcessor):
         else:
             states[key] = None
         return states[key]
+
+    def _heal(
+        self, row_group: int, view: HealingView, key: tuple[int, ...]
+    ) -> HealingView | Matcher | tuple[int, ...] | None:
+        """Replay ``key`` on the group's healing view. While it spells the healed bytes:
+        the view (its mask is the next one; it is replayed again on the next call), or
+        ``None`` for a token off them. Once they are spelled: the prefix that spelled
+        them, whose matcher (fed the bytes past them) is now in the group's states."""
+        view.rollback(view.num_tokens)
+        for i, t in enumerate(key):
+            if not view.try_consume(t):
+                return None
+            if view.done:
+                m = self.grammars[row_group].matcher()
+                if not m.consume_bytes(view.rest):
+                    return None
+                self._states[row_group][key[: i + 1]] = m
+                return key[: i + 1]
+        return view
 
     def _rows(self, input_ids: torch.Tensor, scores: torch.Tensor) -> tuple[int, list[list[int]]]:
         """Check shapes, fix the prompt length on the first call; ``(rows per grammar,

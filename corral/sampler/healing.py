@@ -187,6 +187,12 @@ class HealingView:
         return self._pos == len(self.healed)
 
     @property
+    def rest(self) -> bytes:
+        """The bytes past the healed ones of the token that ended healing (``b""`` before
+        that, or when it ended exactly there)."""
+        return self._rest
+
+    @property
     def num_tokens(self) -> int:
         """Tokens consumed by the view."""
         return len(self._history)
