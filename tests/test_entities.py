@@ -275,3 +275,38 @@ def test_generate_and_extract_take_entity_sets() -> None:
         entities={"cities": cities}, max_new_tokens=40,
     )  # fmt: skip
     assert [r["city"] in cities for r in records] == [True, True]
+
+
+def test_infill_takes_spans_and_entity_sets() -> None:
+    """``corral.infill`` passes ``source=`` and ``entities=`` on to the compile: holes of a
+    random tiny Llama (left to right) and a random tiny BERT (any order) are filled with
+    a span of the source and a name of the set only."""
+    import copy
+
+    from support.tiny_models import tiny_bert, tiny_llama
+    from support.tokenizers import load_tokenizer
+
+    tok = load_tokenizer("gpt2")
+    source = "Lena Vogel moved to Graz in May."
+    cities = EntitySet(["Wien", "Graz", "Linz"])
+    schema = {
+        "type": "object",
+        "properties": {
+            "who": {"type": "string", "x-corral-span": True},
+            "city": {"type": "string", "x-corral-entities": "cities"},
+        },
+        "required": ["who", "city"],
+    }
+    template = '{"who": \u25a2, "city": \u25a2}'
+    causal = tiny_llama(tok, seed=1)
+    masked_tok = copy.deepcopy(tok)
+    masked_tok.add_special_tokens({"mask_token": "<mask>"})
+    bert = tiny_bert(len(masked_tok), layers=1)
+    for model, t in ((causal, tok), (bert, masked_tok)):
+        for seed in range(2):
+            res = corral.infill(
+                model, template, tokenizer=t, schema=schema, temperature=1.0, seed=seed,
+                hole_tokens=6, source=source, entities={"cities": cities},
+            )  # fmt: skip
+            assert res.value["who"] and res.value["who"] in source
+            assert res.value["city"] in cities
