@@ -4,7 +4,7 @@ Entity linking, catalogues and knowledge-base ids ask a model for one name out o
 thousands to millions. An :class:`EntitySet` holds such a set and compiles it once (per
 encoding) into its minimal automaton, a DAWG (``regex/dawg.py``), kept as sparse rows
 (``regex/sparse.py``): a million place names of 13 bytes on average become 1.7 million
-states and 2.5 million transitions, 20 MB. The token masks walk the vocabulary only along
+states and 2.6 million transitions, 29 MB. The token masks walk the vocabulary only along
 names that are still possible, so their cost depends on the vocabulary and the prefix,
 not on the number of names.
 
@@ -16,22 +16,21 @@ strings takes the same automaton without being asked.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .regex.dawg import dawg
 from .regex.sparse import SparseDFA
+from .spans import json_string_bytes, sources_digest
 
 __all__ = ["ENCODINGS", "MAX_CHARS", "EntitySet", "entity_sets"]
 
 MAX_CHARS = 64_000_000
-"""Default budget of an entity set's characters, all names together (building the
-automaton of a million names of 13 bytes peaks at about 0.7 GB; this allows about five
-times that)."""
+"""Default budget of an entity set's characters, all names together (a million names of 13
+bytes peaked at 0.7 GB of traced memory, from the set to the first mask; this allows
+about five times as many characters)."""
 
 ENCODINGS = ("json", "raw")
 """``"json"``: each name as a canonical JSON string, quotes included (what a JSON value
@@ -112,12 +111,7 @@ class EntitySet:
     def digest(self) -> str:
         """A SHA-256 hex digest of the names (for compile-cache keys)."""
         if self._digest is None:
-            h = hashlib.sha256()
-            for n in sorted(self._names):
-                data = n.encode("utf-8", "surrogatepass")
-                h.update(len(data).to_bytes(8, "little"))
-                h.update(data)
-            self._digest = h.hexdigest()
+            self._digest = sources_digest(sorted(self._names))
         return self._digest
 
     def dfa(self, encoding: str) -> SparseDFA:
@@ -129,19 +123,6 @@ class EntitySet:
         if d is None:
             d = self._dfas[encoding] = dawg(_encoded(self._names, encoding))
         return d
-
-
-_PLAIN = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*\Z')  # nothing JSON escapes
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def json_string_bytes(name: str) -> bytes:
-    """``name`` as the grammar spells a JSON string: ``json.dumps`` without ASCII
-    escapes, and a lone surrogate as its ``\\uXXXX`` escape (the only JSON for it)."""
-    if _PLAIN.match(name):
-        return b'"' + name.encode("utf-8") + b'"'
-    text = json.dumps(name, ensure_ascii=False)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
 def _encoded(names: Iterable[str], encoding: str) -> Iterator[bytes]:

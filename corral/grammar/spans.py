@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ from .regex.sparse import SparseDFA
 __all__ = [
     "MAX_SOURCE_CHARS",
     "SpanOptions",
+    "json_string_bytes",
     "prepare_text",
     "source_texts",
     "sources_digest",
@@ -178,10 +180,21 @@ def _suffix_automaton(text: str) -> list[dict[str, int]]:
 
 
 # -- 2. characters to bytes -------------------------------------------------------------------
+_PLAIN = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*\Z')  # nothing JSON escapes
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def json_string_bytes(name: str) -> bytes:
+    """``name`` as the grammar spells a JSON string: ``json.dumps`` without ASCII
+    escapes, and a lone surrogate as its ``\\uXXXX`` escape (the only JSON for it)."""
+    if _PLAIN.match(name):
+        return b'"' + name.encode("utf-8") + b'"'
+    text = json.dumps(name, ensure_ascii=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
 def _json_bytes(c: str) -> bytes:
-    if 0xD800 <= ord(c) <= 0xDFFF:  # a lone surrogate: only its escape is JSON
-        return f"\\u{ord(c):04x}".encode()
-    return json.dumps(c, ensure_ascii=False)[1:-1].encode("utf-8")
+    return json_string_bytes(c)[1:-1]
 
 
 def _variants(c: str, ignore_case: bool) -> list[str]:

@@ -351,14 +351,15 @@ def checked(
     fresh matcher must accept it, then it must parse and validate; otherwise the error.
     ``healed``: the prompt bytes the output's first tokens spell again (not the record's)."""
     data = vocab.decode(ids)
-    if healed and data.startswith(healed):
+    spelled = data.startswith(healed)  # the healed bytes, spelled again (b"": always)
+    if healed and spelled:
         data = data[len(healed) :]
     text = data.decode("utf-8", "replace")
     m = compiled.matcher()
     try:
         if not healed:
             m.consume_tokens(ids)
-        elif not vocab.decode(ids).startswith(healed):
+        elif not spelled:
             raise IncompleteGenerationError(
                 f"max_new_tokens={max_new_tokens} ran out before the healed prompt bytes "
                 f"{healed!r} were spelled again",

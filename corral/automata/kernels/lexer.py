@@ -11,7 +11,7 @@ A grammar's lexer reaches the kernels as ``lex``, in one of two forms:
 
 Numba compiles every kernel once per form, so the kernels of dense grammars read
 ``lex_trans[s, c]`` and nothing else. A branch on ``s < D`` in the one compiled form
-made MaskBench masks 1.4x slower at the median and 4x at p99 although dense grammars
+made MaskBench masks 1.3-2x slower at the median and 3-4x at p99 although dense grammars
 never take it (inlined or not): the hot walks pay for the code, not for running it.
 
 Numba keys each kernel's disk cache by its own source file, and the functions here are

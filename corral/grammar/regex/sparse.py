@@ -4,7 +4,7 @@ A :class:`~corral.grammar.regex.dfa.ByteDFA` keeps one ``int32`` per (state, byt
 state. The automaton of every substring of a 100,000-character document (``spans.py``) has
 about 170,000 states with 2.2 transitions each, and the minimal automaton of a million
 place names (``dawg.py``) 1.7 million states with 1.5 each: as dense rows, 175 MB and
-1.4 GB (even by byte class); as sparse rows, 3 MB and 20 MB. The lexer tables
+1.4 GB (even by byte class); as sparse rows, 3 MB and 29 MB. The lexer tables
 (``corral/automata/tables.py``) keep them sparse too, and the kernels read them through
 one function (``kernels/lexer.py``).
 

@@ -14,11 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ....errors import Location, UnsupportedFeatureError
 from ...entities import EntitySet
-from ..keywords import ANNOTATIONS
 from ..load import SchemaError, pointer_join
-from .span import subschemas
+from .span import string_only, subschemas
 
 if TYPE_CHECKING:
     from ..translate import Translator
@@ -64,18 +62,7 @@ def emit_entity(b: Translator, s: dict[str, Any], ptr: str) -> str:
             than ``string``.
     """
     name = s[ENTITY_KEYWORD]
-    for kw in s:
-        if kw == ENTITY_KEYWORD or kw in ANNOTATIONS:
-            continue
-        if kw == "type" and s["type"] in ("string", ["string"]):
-            b.findings.exact(pointer_join(ptr, kw), kw)
-            continue
-        raise UnsupportedFeatureError(
-            f"{kw} beside {ENTITY_KEYWORD}",
-            location=Location(pointer=pointer_join(ptr, kw)),
-            detail=f"{ENTITY_KEYWORD} combines with type: string and annotations only; "
-            "filter the entity set instead",
-        )
+    string_only(b, s, ptr, ENTITY_KEYWORD, "filter the entity set instead")
     assert b.opt.entities is not None  # find_entities refused the schema otherwise
     es = b.opt.entities[name]
     term = b.term(

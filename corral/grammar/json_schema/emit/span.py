@@ -20,7 +20,7 @@ or any at all without a source); :func:`emit_span` makes the terminal of one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ....errors import Location, UnsupportedFeatureError
@@ -31,7 +31,15 @@ from ..load import SchemaError, pointer_join
 if TYPE_CHECKING:
     from ..translate import Translator
 
-__all__ = ["SPAN_KEYWORD", "emit_span", "find_spans", "span_occurs", "span_options", "subschemas"]
+__all__ = [
+    "SPAN_KEYWORD",
+    "emit_span",
+    "find_spans",
+    "span_occurs",
+    "span_options",
+    "string_only",
+    "subschemas",
+]
 
 SPAN_KEYWORD = "x-corral-span"
 
@@ -123,6 +131,35 @@ def subschemas(node: Any, ptr: str) -> Iterator[tuple[str, dict[str, Any]]]:
         stack.extend(reversed(children))
 
 
+def string_only(
+    b: Translator,
+    s: dict[str, Any],
+    ptr: str,
+    keyword: str,
+    advice: str,
+    also: Callable[[str], bool] = lambda kw: False,
+) -> None:
+    """Check that subschema ``s`` (at ``ptr``) holds nothing beside ``keyword`` but
+    ``type: "string"``, annotations and what ``also(kw)`` takes (recording its findings).
+
+    Raises:
+        UnsupportedFeatureError: any other keyword, named with its pointer.
+    """
+    for kw in s:
+        if kw == keyword or kw in ANNOTATIONS:
+            continue
+        if kw == "type" and s["type"] in ("string", ["string"]):
+            b.findings.exact(pointer_join(ptr, kw), kw)
+            continue
+        if also(kw):
+            continue
+        raise UnsupportedFeatureError(
+            f"{kw} beside {keyword}",
+            location=Location(pointer=pointer_join(ptr, kw)),
+            detail=f"{keyword} combines with type: string and annotations only; {advice}",
+        )
+
+
 def emit_span(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
     """The terminal of the spans of the source that subschema ``s`` (at ``ptr``, holding
     :data:`SPAN_KEYWORD`) allows, or ``None`` for ``false`` (the caller goes on without).
@@ -134,24 +171,18 @@ def emit_span(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
     opts = span_options(s[SPAN_KEYWORD], ptr)
     if opts is None:
         return None
-    for kw in s:
-        if kw == SPAN_KEYWORD or kw in ANNOTATIONS:
-            continue
-        if kw == "type" and s["type"] in ("string", ["string"]):
-            b.findings.exact(pointer_join(ptr, kw), kw)
-            continue
+
+    def lengths(kw: str) -> bool:
         if kw == "minLength" and s[kw] in (0, 1) and s[kw] is not True:  # spans are not empty
             b.findings.exact(pointer_join(ptr, kw), kw, "a span is never empty")
-            continue
+            return True
         if kw in ("minLength", "maxLength"):  # the final check's (refused without it)
             b.findings.needs_check(pointer_join(ptr, kw), kw, f"beside {SPAN_KEYWORD}")
-            continue
-        raise UnsupportedFeatureError(
-            f"{kw} beside {SPAN_KEYWORD}",
-            location=Location(pointer=pointer_join(ptr, kw)),
-            detail=f"{SPAN_KEYWORD} combines with type: string and annotations only; "
-            "a span's text is the source's, so constrain the source instead",
-        )
+            return True
+        return False
+
+    advice = "a span's text is the source's, so constrain the source instead"
+    string_only(b, s, ptr, SPAN_KEYWORD, advice, lengths)
     texts = b.opt.source or ()
     key = f"span:{opts.key}"
     name = b.term(
