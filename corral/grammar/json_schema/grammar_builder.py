@@ -124,13 +124,14 @@ class GrammarBuilder:
         (the fastest to step); beyond, the minimal automaton as sparse rows (``dawg.py``),
         whose size grows with the texts' distinct prefixes and suffixes, not 1 KB a
         state."""
-        data = [t.encode() for t in texts]
-        key = hashlib.blake2b(b"\0".join(sorted(data)), digest_size=16).hexdigest()
+        data = sorted(t.encode() for t in texts)
+        key = hashlib.blake2b(b"\0".join(data), digest_size=16).hexdigest()
         shown = ", ".join(texts[:3]) + (", ..." if len(texts) > 3 else "")
-        dense = trie_states(data) <= DENSE_WORDS_STATES
         name = self.term(
-            "words:" + key,
-            lambda: union_of_literals(data) if dense else dawg(data),
+            "words:" + key,  # sized only when first built
+            lambda: (
+                union_of_literals(data) if trie_states(data) <= DENSE_WORDS_STATES else dawg(data)
+            ),
             f"one of {len(texts)} values ({shown})",
             "WORDS",
         )
