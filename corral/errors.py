@@ -241,6 +241,11 @@ class MatcherStateError(CorralError, ValueError):
     """An operation is invalid in the matcher's current state (e.g. rolling back too far)."""
 
 
+class PromptTooLongError(CorralError, ValueError):
+    """A prompt leaves the model no room for output: it has at least as many tokens as the
+    model's context (``max_position_embeddings`` of its config)."""
+
+
 class IncompleteGenerationError(CorralError):
     """Generation stopped (token budget spent) before the output was complete.
 

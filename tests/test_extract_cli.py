@@ -15,6 +15,7 @@ from support.tokenizers import load_tokenizer
 
 import corral
 from corral.integrations import cli
+from corral.integrations.extract import extract_iter
 
 SCHEMA = {
     "type": "object",
@@ -134,3 +135,76 @@ def test_cli_records_failed_documents_and_reports_bad_input(model_dir, tmp_path,
     (tmp_path / "foreign.jsonl").write_text("hello\n", encoding="utf-8")
     assert run(model_dir, "schema.json", "foreign.jsonl") == 2
     assert "did not write" in capsys.readouterr().err
+
+
+def test_a_document_longer_than_the_context_is_its_own_error(model_dir) -> None:  # type: ignore[no-untyped-def]
+    """The tiny model takes 2,048 positions: a longer prompt is refused for its document
+    alone (before any forward pass), and generate refuses it outright."""
+    long_doc = "word " * 3000
+    items = list(
+        extract_iter(str(model_dir), [DOCS[0], long_doc, DOCS[1]], SCHEMA,
+                            batch_size=3, max_new_tokens=60)
+    )  # fmt: skip
+    assert [x.index for x in items] == [0, 1, 2]
+    assert isinstance(items[1].error, corral.PromptTooLongError)
+    assert "2048" in str(items[1].error) and "document 1" in str(items[1].error)
+    assert items[0].ok and items[2].ok
+    alone = corral.extract(str(model_dir), DOCS[:2], SCHEMA, batch_size=2, max_new_tokens=60)
+    assert [items[0].value, items[2].value] == alone  # the others are as without it
+    with pytest.raises(corral.PromptTooLongError, match="2048"):
+        corral.generate(str(model_dir), long_doc, schema=SCHEMA, max_new_tokens=4)
+
+
+FOREIGN = [
+    b"important notes",  # no newline: not a cut row of corral's
+    b"first\nsecond",
+    b'{"line": 3, "text": "someone else\'s row"}\n',
+    b'{"line": 1, "record": {}, "error": "both"}\n',
+    b'{"line": 2, "record": {}}\n{"line": 1, "record": {}}\n',  # not in input order
+    b'{"line":1,"record":{}}\n',  # not as corral spells its rows
+    b'{"line": 1, "record": {}}\n{"id": 5, "rec',
+    b'{"line": true, "record": {}}\n',
+]
+
+
+@pytest.mark.parametrize("content", FOREIGN)
+def test_an_output_file_corral_did_not_write_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes
+) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(content)
+    with pytest.raises(corral.CorralError, match="did not write"):
+        cli.resume_point(out)
+    (tmp_path / "in.jsonl").write_text(json.dumps("a doc") + "\n", encoding="utf-8")
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA), encoding="utf-8")
+    argv = ["extract", "--model", str(tmp_path / "no-model"), "--schema",
+            str(tmp_path / "schema.json"), "--input", str(tmp_path / "in.jsonl"),
+            "--output", str(out)]  # fmt: skip
+    assert cli.main(argv) == 2
+    assert "did not write" in capsys.readouterr().err
+    assert out.read_bytes() == content
+
+
+def test_resume_point_reads_corral_rows_and_changes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    rows = b'{"line": 1, "id": "a", "record": {"x": 1}}\n{"line": 3, "error": "e", "partial": ""}\n'
+    for cut in [b"", b"{", b'{"line": ', b'{"line": 4, "reco']:
+        out.write_bytes(rows + cut)
+        assert cli.resume_point(out) == (3, len(rows) if cut else None)
+        assert out.read_bytes() == rows + cut
+    out.write_bytes(b"")
+    assert cli.resume_point(out) == (0, None)
+    assert cli.resume_point(tmp_path / "new.jsonl") == (0, None)
+
+
+@pytest.mark.parametrize("flag", ["--batch-size", "--max-new-tokens"])
+@pytest.mark.parametrize("value", ["0", "-1", "x"])
+def test_sizes_below_one_are_refused_by_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    argv = ["extract", "--model", "m", "--schema", "s", "--input", "i", "--output",
+            str(tmp_path / "o.jsonl"), flag, value]  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2 and flag in capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()

@@ -65,46 +65,30 @@ def follow_terminals(prods: Productions, NT: int, NN: int, nullable: list[bool])
     """For each symbol (terminal ``t``, or ``NT + a``), the bit set of the terminals that
     may come right after it in a sentential form (FOLLOW; ignored terminals are not
     considered here)."""
-    first_nt = [0] * NN
-    users: list[list[int]] = [[] for _ in range(NN)]  # a -> productions whose FIRST reads a
-    for p_i, (_lhs, rhs) in enumerate(prods):
+    # FIRST of each nonterminal: the terminals its rules begin with, plus the FIRST of
+    # each nonterminal in a rule's nullable prefix (an edge from that nonterminal).
+    first_init = [0] * NN
+    first_in: list[list[int]] = [[] for _ in range(NN)]
+    for lhs, rhs in prods:
         for x in rhs:
             if x < NT:
+                first_init[lhs] |= 1 << x
                 break
-            users[x - NT].append(p_i)
+            first_in[lhs].append(x - NT)
             if not nullable[x - NT]:
                 break
-    work = list(range(len(prods)))
-    in_work = [True] * len(prods)
-    while work:
-        p_i = work.pop()
-        in_work[p_i] = False
-        lhs, rhs = prods[p_i]
-        acc = 0
-        for x in rhs:
-            if x < NT:
-                acc |= 1 << x
-                break
-            acc |= first_nt[x - NT]
-            if not nullable[x - NT]:
-                break
-        if acc & ~first_nt[lhs]:
-            first_nt[lhs] |= acc
-            for q in users[lhs]:
-                if not in_work[q]:
-                    in_work[q] = True
-                    work.append(q)
-    # FOLLOW: constants from what comes next in each rule, plus edges lhs -> symbol where
-    # the rest of the rule is nullable.
+    first_nt = union_closure(first_init, first_in)
+    # FOLLOW: constants from what comes next in each rule, plus the FOLLOW of the lhs for
+    # each symbol whose rest of the rule is nullable (an edge from the lhs).
     follow = [0] * (NT + NN)
-    edges: list[set[int]] = [set() for _ in range(NN)]
+    follow_in: list[list[int]] = [[] for _ in range(NT + NN)]
     for lhs, rhs in prods:
         rest_first = 0
         rest_nullable = True
         for x in reversed(rhs):
             follow[x] |= rest_first
             if rest_nullable:
-                edges[lhs].add(x)
+                follow_in[x].append(NT + lhs)
             if x < NT:
                 rest_first = 1 << x
                 rest_nullable = False
@@ -112,16 +96,68 @@ def follow_terminals(prods: Productions, NT: int, NN: int, nullable: list[bool])
                 a = x - NT
                 rest_first = first_nt[a] | (rest_first if nullable[a] else 0)
                 rest_nullable = rest_nullable and nullable[a]
-    work = list(range(NN))
-    in_work_nt = [True] * NN
-    while work:
-        a = work.pop()
-        in_work_nt[a] = False
-        fa = follow[NT + a]
-        for x in edges[a]:
-            if fa & ~follow[x]:
-                follow[x] |= fa
-                if x >= NT and not in_work_nt[x - NT]:
-                    in_work_nt[x - NT] = True
-                    work.append(x - NT)
-    return follow
+    return union_closure(follow, follow_in)
+
+
+def union_closure(init: list[int], sources: list[list[int]]) -> list[int]:
+    """The least ``v`` with ``v[i] = init[i] | v[j] for each j in sources[i]`` (bit sets
+    as ints).
+
+    Each strongly connected component of the ``j -> i`` graph shares one value, computed
+    once, in topological order (Tarjan's algorithm, iterative): the work is one union per
+    edge, where a worklist fixpoint can go round a long chain of nullable rules once per
+    element (5,000 optional properties took minutes).
+    """
+    n = len(init)
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    stack: list[int] = []
+    value = list(init)
+    counter = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        frames = [(root, 0)]
+        while frames:
+            v, i = frames[-1]
+            srcs = sources[v]
+            if i < len(srcs):
+                frames[-1] = (v, i + 1)
+                w = srcs[i]
+                if index[w] < 0:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack[w] = True
+                    frames.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            frames.pop()
+            if frames:
+                u = frames[-1][0]
+                low[u] = min(low[u], low[v])
+            if low[v] != index[v]:
+                continue
+            # v roots a component, whose sources outside it are all final already
+            members = []
+            while True:
+                w = stack.pop()
+                on_stack[w] = False
+                members.append(w)
+                if w == v:
+                    break
+            acc = 0
+            for w in members:
+                acc |= value[w]
+                for x in sources[w]:
+                    if not on_stack[x]:
+                        acc |= value[x]
+            for w in members:
+                value[w] = acc
+    return value

@@ -5,6 +5,8 @@
   ``T? → T | ε``. Lexemes are then never empty, which the byte-level parser relies on.
 * Unproductive symbols (that derive no string) and unreachable ones are removed.
 * An empty language is an error: nothing could ever be generated.
+* Tail recursion becomes left recursion (:func:`left_recursive`): ``A → x A | y`` reads
+  ``x* y`` with a chart whose sets stay the same size however long the input grows.
 """
 
 from __future__ import annotations
@@ -114,7 +116,55 @@ def normalize(
         if r not in seen:
             seen.add(r)
             uniq.append(r)
-    return terms, uniq, ignore
+    return terms, left_recursive(uniq, set(terms)), ignore
+
+
+def left_recursive(rules: list[Rule], terminals: set[str]) -> list[Rule]:
+    """``rules`` with each tail-recursive nonterminal made left-recursive.
+
+    A nonterminal ``A`` with rules ``A → αᵢ A`` (ending in a tail call) and ``A → βⱼ``
+    (the others) derives ``(α₁|…|αₘ)* (β₁|…|βₙ)``: unfolding the tail calls, each
+    derivation is a spine of α subtrees ended by one β subtree. Its rules become
+    ``A → A__rep βⱼ`` and ``A__rep → ε | A__rep αᵢ``, whose derivations are the same
+    spines read from the left; the α and β subtrees are untouched (where they refer to
+    ``A``, as in ``A → "(" A ")" A``, they still do), so the language is the same.
+
+    Why: Earley's chart is quadratic in a right-recursive rule. After ``n`` repetitions a
+    set where an item ends holds ``n`` items ``A → αᵢ • A``, one per repetition, and
+    completing ``A`` there completes them all (and every byte where a lexeme could end
+    builds such a set); the matcher's cost per token then grows with the length of the
+    output (a JSON array of 2,000 integers took over a minute). Left-recursive, each
+    repetition completes one item at the origin of the first.
+
+    ``A`` is left alone when it has no tail call, or when an ``αᵢ`` is empty or made of
+    nonterminals that have an empty rule (``A → A``-like cycles).
+    """
+    by_lhs: dict[str, list[Rule]] = {}
+    for r in rules:
+        by_lhs.setdefault(r.lhs, []).append(r)
+    empty = {r.lhs for r in rules if not r.rhs}
+    names = set(by_lhs) | terminals
+    out: list[Rule] = []
+    done: set[str] = set()
+    for r in rules:
+        a = r.lhs
+        if a in done:
+            continue
+        done.add(a)
+        alts = by_lhs[a]
+        tails = [x.rhs[:-1] for x in alts if x.rhs and x.rhs[-1] == a]
+        bases = [x.rhs for x in alts if not x.rhs or x.rhs[-1] != a]
+        if not tails or any(all(s in empty for s in t) for t in tails):
+            out.extend(alts)
+            continue
+        rep = f"{a}__rep"
+        while rep in names:
+            rep += "_"
+        names.add(rep)
+        out.extend(Rule(a, (rep, *b)) for b in bases)
+        out.append(Rule(rep, ()))
+        out.extend(Rule(rep, (rep, *t)) for t in tails)
+    return out
 
 
 def _why_empty(terms: dict[str, Terminal]) -> str:

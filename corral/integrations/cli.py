@@ -17,7 +17,8 @@ Output: one line per input line, in input order:
 "partial": "..."}`` (a malformed input line, or a document whose record failed). Each line
 is written whole and flushed, so an interrupted run leaves complete lines (at most one cut
 line, which the next run removes). Rerunning with the same output resumes after the last
-line written: nothing is lost and nothing is written twice.
+line written: nothing is lost and nothing is written twice. An existing output file that
+is not corral's (a line that is not such a row) is refused before anything is changed.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--output", required=True, help="output JSONL (resumed if it exists)")
     ex.add_argument("--field", default="text", help="document field of object lines")
     ex.add_argument("--prompt", default=None, help="prompt template file ({document}, {schema})")
-    ex.add_argument("--batch-size", type=int, default=8)
-    ex.add_argument("--max-new-tokens", type=int, default=512)
+    ex.add_argument("--batch-size", type=positive_int, default=8)
+    ex.add_argument("--max-new-tokens", type=positive_int, default=512)
     ex.add_argument("--no-progress", action="store_true", help="no progress bar")
     ex.add_argument(
         "--span",
@@ -145,7 +146,7 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     prompt = DEFAULT_PROMPT if args.prompt is None else Path(args.prompt).read_text("utf-8")
     if not in_path.is_file():
         raise CorralError(f"input file {str(in_path)!r} does not exist")
-    done = resume_point(out_path)
+    done, keep = resume_point(out_path)  # proves the file is corral's; changes nothing
     every = list(read_inputs(in_path, args.field))
     inputs = [x for x in every if x[0] > done]
     total = len(every)
@@ -164,6 +165,8 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
         file=stderr or sys.stderr, disable=args.no_progress,
     )  # fmt: skip
     with open(out_path, "ab") as out:
+        if keep is not None:  # drop the cut line of an interrupted run (corral's own)
+            out.truncate(keep)
         pending = list(inputs)
         while pending:
             window, pending = pending[: args.batch_size], pending[args.batch_size :]
@@ -230,31 +233,73 @@ def read_inputs(path: Path, field: str) -> Iterator[tuple[int, Any, str | None, 
                 )
 
 
-def resume_point(path: Path) -> int:
-    """The input line number of the last complete output line (0 for a new file).
+ROW_KEYS = frozenset({"line", "id", "record", "error", "partial"})
+ROW_START = b'{"line": '  # how every row corral writes begins (json.dumps, "line" first)
 
-    A cut last line (an interrupted write) is removed from the file.
+
+def resume_point(path: Path) -> tuple[int, int | None]:
+    """``(last, keep)``: the input line number of the last complete output line (0 for a
+    new or empty file), and the length to cut the file to before appending (``None``:
+    leave it; else the file ends with the cut line of an interrupted write).
+
+    Nothing is changed here. The file must be corral's own: every complete line a row as
+    :func:`run_extract` writes them (an object of corral's keys, beginning ``{"line": N``,
+    with a record or an error, line numbers increasing), and a cut last line the start of
+    one. Anything else raises :class:`CorralError`, and the file is left as it is.
     """
     if not path.exists():
-        return 0
+        return 0, None
+    if not path.is_file():
+        raise CorralError(f"{path} is not a file")
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
-    if end < len(data):  # a line without its newline: cut by an interruption
-        with open(path, "r+b") as f:
-            f.truncate(end)
-        data = data[:end]
     last = 0
-    for raw in data.splitlines():
+    for raw in data[:end].splitlines():
         if not raw.strip():
             continue
-        try:
-            last = max(last, int(json.loads(raw)["line"]))
-        except (ValueError, KeyError, TypeError):
+        line = row_line(raw)
+        if line is None or line <= last:
             raise CorralError(
                 f"{path} has a line that corral did not write ({raw[:80]!r}): refusing to "
                 "append to it"
-            ) from None
-    return last
+            )
+        last = line
+    if end == len(data):
+        return last, None
+    cut = data[end:]
+    if not (ROW_START.startswith(cut) or cut.startswith(ROW_START)):
+        raise CorralError(
+            f"{path} ends with text that corral did not write ({cut[:80]!r}): refusing to "
+            "append to it"
+        )
+    return last, end
+
+
+def row_line(raw: bytes) -> int | None:
+    """The input line number of an output row as corral writes them, else ``None``."""
+    if not raw.startswith(ROW_START):
+        return None
+    try:
+        row = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(row, dict) or not ROW_KEYS.issuperset(row):
+        return None
+    line = row.get("line")
+    if type(line) is not int or line < 1 or ("record" in row) == ("error" in row):
+        return None
+    return line
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
 
 
 def write_line(out: Any, row: dict[str, Any]) -> None:

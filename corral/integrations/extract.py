@@ -293,12 +293,30 @@ def _run_batch(
     have the output spell its bytes again first (:mod:`corral.sampler.healing`)."""
     import torch
 
+    from .models import check_prompt_length, context_length
     from .transformers import GrammarLogitsProcessor
 
     texts = [prompt.replace("{document}", d) for _, d in batch]
     eos = list(vocab.eos_token_ids)
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos[0] if eos else 0)
     rows = [list(tok(t)["input_ids"]) for t in texts]
+    # a prompt that fills the model's context is that document's error; the rest go on
+    context = context_length(getattr(lm, "config", None))
+    refused: dict[int, Extraction] = {}
+    for i, ((index, _), r) in enumerate(zip(batch, rows, strict=True)):
+        try:
+            check_prompt_length(len(r), context, f"the prompt of document {index}")
+        except CorralError as e:
+            refused[i] = Extraction(index, None, "", e)
+    if refused:
+        keep = [i for i in range(len(batch)) if i not in refused]
+        done = iter(
+            _run_batch(lm, tok, vocab, [grammars[i] for i in keep], prompt,
+                       [batch[i] for i in keep], max_new_tokens, heal=heal)
+        ) if keep else iter(())  # fmt: skip
+        for i in range(len(batch)):
+            yield refused[i] if i in refused else next(done)
+        return
     healed = [b""] * len(rows)
     if heal:
         from ..sampler.healing import heal_prompt

@@ -37,7 +37,7 @@ from ..errors import IncompleteGenerationError
 from ..sampler.config import GenerationConfig
 from ..sampler.decode import GenerationStats
 from .constraint import compile_constraint
-from .models import resolve_model
+from .models import check_prompt_length, context_length, resolve_model
 from .vocabularies import vocabulary_for
 
 __all__ = ["Generation", "decode_steps", "generate", "prompt_ids", "stream"]
@@ -286,6 +286,7 @@ def generate(
     Raises:
         IncompleteGenerationError: ``max_new_tokens`` ran out before the output was
             complete (carries the partial text).
+        PromptTooLongError: the prompt fills the model's context (no room for output).
         ValueError / TypeError: incompatible arguments (e.g. ``schema`` and ``grammar``).
         SchemaError, GrammarError, UnsupportedFeatureError: a bad constraint, with its
             position.
@@ -330,6 +331,7 @@ class _Session:
             self.vocab, schema=schema, grammar=grammar, regex=regex, **schema_options
         )
         self.ids = prompt_ids(self.tokenizer, prompt, chat=chat)
+        check_prompt_length(len(self.ids), context_length(getattr(self.model, "config", None)))
         self.matcher = self.compiled.matcher()
         self.stats = GenerationStats()
         self.tokens: list[int] = []

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..caching import BoundedCache
-from ..errors import CorralError
+from ..errors import CorralError, PromptTooLongError
 
 DEFAULT_MODEL = "gemma3-270m"
 _GEMMA_DIR = "gemma-3-270m-fp32"
@@ -42,6 +42,32 @@ def resolve_model(model: Any, tokenizer: Any = None) -> tuple[Any, Any]:
     if tokenizer is None:
         raise TypeError("pass tokenizer= together with a model object")
     return model, tokenizer
+
+
+_CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def context_length(config: Any) -> int | None:
+    """The most tokens a model with this config takes, prompt and output together (the
+    first of ``max_position_embeddings``, ``n_positions``, ``max_sequence_length``,
+    ``seq_length`` that it sets; ``None`` when it sets none). A model's text config is
+    looked at when it has one (multimodal models)."""
+    for cfg in (getattr(config, "text_config", None), config):
+        for name in _CONTEXT_FIELDS:
+            v = getattr(cfg, name, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+    return None
+
+
+def check_prompt_length(n_tokens: int, context: int | None, what: str = "the prompt") -> None:
+    """Raise :class:`PromptTooLongError` unless a prompt of ``n_tokens`` leaves room for
+    output in a context of ``context`` tokens (``None``: no limit known)."""
+    if context is not None and n_tokens >= context:
+        raise PromptTooLongError(
+            f"{what} has {n_tokens} tokens; the model takes at most {context} (prompt and "
+            "output together): shorten it"
+        )
 
 
 def cache_dir() -> Path:

@@ -99,8 +99,16 @@ class GrammarBuilder:
         self._term_keys.pop(key, None)
 
     def lit(self, text: str) -> str:
-        """The terminal of the literal ``text``."""
-        name = self.term("lit:" + text, lambda: literal_dfa(text), repr(text), "LIT")
+        """The terminal of the literal ``text``: a dense automaton, or beyond
+        :data:`DENSE_WORDS_STATES` bytes a chain of sparse rows (a dense row per byte of
+        a 1 MB ``const`` would be 1 GB)."""
+
+        def build() -> ByteDFA | SparseDFA:
+            data = text.encode()
+            return literal_dfa(text) if len(data) <= DENSE_WORDS_STATES else SparseDFA.literal(data)
+
+        shown = repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text)} characters)"
+        name = self.term("lit:" + text, build, shown, "LIT")
         assert name is not None
         return name
 

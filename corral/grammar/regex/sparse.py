@@ -65,6 +65,19 @@ class SparseDFA:
         )
 
     @classmethod
+    def literal(cls, data: bytes) -> SparseDFA:
+        """The automaton of the one string ``data``: a chain of ``len(data) + 1`` states."""
+        n = len(data)
+        accept = np.zeros(n + 1, bool)
+        accept[n] = True
+        return cls(
+            np.concatenate([np.arange(n + 1, dtype=np.int64), [n]]),
+            np.frombuffer(data, np.uint8).copy(),
+            np.arange(1, n + 1, dtype=np.int32),
+            accept,
+        )
+
+    @classmethod
     def empty(cls) -> SparseDFA:
         """The automaton of the empty language (no states)."""
         return cls(
