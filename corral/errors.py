@@ -17,6 +17,9 @@ This module imports nothing from the rest of the package.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 __all__ = [
     "CacheWarning",
     "CompileBudgetError",
@@ -29,6 +32,7 @@ __all__ = [
     "TokenizerError",
     "UnsupportedFeatureError",
     "caret_snippet",
+    "refusing_raw_errors",
 ]
 
 
@@ -287,3 +291,28 @@ class CacheWarning(RuntimeWarning):
         self.path = path
         self.reason = reason
         super().__init__(message)
+
+
+@contextlib.contextmanager
+def refusing_raw_errors(what: str) -> Iterator[None]:
+    """Let only corral's errors (and ``TypeError``, an argument of the wrong type) out of
+    building ``what`` (e.g. ``"the JSON Schema"``).
+
+    The front ends check what they know to check, with positions; this is the net under
+    them, so that a caller never has to catch Python's own exceptions: exhausting the
+    recursion limit or memory becomes a :class:`CompileBudgetError`; a ``ValueError``,
+    ``ArithmeticError``, ``UnicodeError`` or ``OSError`` (a file an ``%import`` names,
+    say) becomes a :class:`GrammarError` with the original message.
+    """
+    try:
+        yield
+    except CorralError:
+        raise
+    except RecursionError:
+        raise CompileBudgetError(
+            f"{what} nests too deeply to compile (beyond Python's recursion limit)"
+        ) from None
+    except MemoryError:
+        raise CompileBudgetError(f"{what} needs more memory than there is to compile") from None
+    except (ValueError, ArithmeticError, UnicodeError, OSError) as e:
+        raise GrammarError(f"{what}: {type(e).__name__}: {e}") from e

@@ -180,3 +180,30 @@ def test_errors_pickle_with_their_message_and_attributes() -> None:
         if getattr(e, "location", None) is not None:
             assert back.location.pointer == e.location.pointer
             assert back.location.line == e.location.line
+
+
+# Lark errors whose own exception names no position: each is found in the grammar text.
+LARK_UNPLACED = [
+    ('start: "abc', (1, 8)),  # an unclosed string
+    ('start "a"', (1, 7)),  # a missing colon
+    ('_t{a, b}: a b\nstart: _t{"x"}', (2, 8)),  # template arity
+    ('start: "b".."a"', (1, 8)),  # a reversed range
+    ('start: "ab".."c"', (1, 8)),  # a range of strings
+    ('start: "a"~5..2', (1, 12)),  # a reversed repeat
+    ('A: ""\nstart: A', (1, 4)),  # an empty terminal
+    ('%override nope: "a"\nstart: "a"', (1, 11)),
+    ('%extend nope: "a"\nstart: "a"', (1, 9)),
+    ('b: "x"\nA: b\nstart: A', (2, 1)),  # a rule inside a terminal
+    ('start: "\\uZZZZ"', (1, 9)),  # an escape Python cannot read
+    ('A{x}: x\nstart: A{"a"}', (1, 2)),  # a template terminal
+    ("%import .nonexistent (a)\nstart: a", (1, 10)),  # a file that is not there
+]
+
+
+@pytest.mark.parametrize(("text", "place"), LARK_UNPLACED)
+def test_every_lark_error_has_line_column_and_caret(text: str, place: tuple[int, int]) -> None:
+    with pytest.raises(GrammarError) as info:
+        Grammar.from_lark(text)
+    loc = info.value.location
+    assert loc is not None and (loc.line, loc.column) == place, str(info.value)
+    assert _caret_column(loc.snippet) == place[1]

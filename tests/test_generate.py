@@ -204,6 +204,16 @@ def test_other_samplers_give_valid_outputs(gpt2_model, sampler, tmp_path) -> Non
         assert abs(sum(w for _, w in r.particles) - 1) < 1e-9
     if sampler == "asap":
         assert (tmp_path / "trie.json").exists()
+        # a damaged trie file is ignored with a CacheWarning, and saved over
+        from corral.sampler.sequence import ASAP_TRIES
+
+        ASAP_TRIES.clear()
+        (tmp_path / "trie.json").write_text('{"format": "corral-asap-1", "ro', encoding="utf-8")
+        with pytest.warns(corral.errors.CacheWarning, match="cannot read the ASAp trie"):
+            r = corral.generate(model, "Flag:", schema=small, tokenizer=tok, sampler=sampler,
+                                temperature=1.0, seed=0, **extra)  # fmt: skip
+        jsonschema.validate(r, small)
+        assert json.loads((tmp_path / "trie.json").read_text(encoding="utf-8"))["samples"] == 1
     with pytest.raises(ValueError):
         corral.generate(model, "x", regex="a", tokenizer=tok, sampler=sampler, top_k=5,
                         temperature=1.0)  # fmt: skip

@@ -3,6 +3,7 @@ each sampler's distribution are computed exactly (no sampling error)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 from support.sampling import toy_model_and_grammar
 
 import corral
-from corral.sampler.asap import ASAp
+from corral.sampler.asap import ASAp, TrieFileError
 from corral.sampler.smc import smc
 from corral.testing import (
     asap_distribution,
@@ -64,9 +65,16 @@ def test_asap_trie_save_load(toy, tmp_path) -> None:  # type: ignore[no-untyped-
     other = ASAp(lm.next_logits, compiled, key="prompt B")
     with pytest.raises(corral.CorralError, match="another prompt"):
         other.load(tmp_path / "trie.json")
-    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
-    with pytest.raises(corral.CorralError):
-        b.load(tmp_path / "bad.json")
+    saved = json.loads((tmp_path / "trie.json").read_text(encoding="utf-8"))
+    head = json.dumps({**saved, "root": "@"})  # "@": where each damaged root goes
+    deep = "[1, 1, {" + '"0": [1, 1, {' * 5000 + "}]" * 5000 + "}]"
+    roots = ["[0.5]", "[1, 1, [1]]", '[1, 1, {"x": [1, 1, null]}]', "[2, 1, null]", deep]
+    damaged = ["{", "[1, 2]", "\xff"] + [head.replace('"@"', r) for r in roots]
+    for bad in damaged:
+        (tmp_path / "bad.json").write_text(bad, encoding="utf-8")
+        with pytest.raises(TrieFileError):
+            b.load(tmp_path / "bad.json")
+    assert b.samples == 30  # a failed load changes nothing
 
 
 def test_smc_converges_to_p_g(toy) -> None:  # type: ignore[no-untyped-def]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import refusing_raw_errors
 from .ir import Grammar, Rule, Terminal
 
 __all__ = [
@@ -84,6 +85,18 @@ def from_lark(
         EmptyLanguageError: the grammar derives no string.
         TypeError: ``text`` is not a ``str``.
     """
+    with refusing_raw_errors("the Lark grammar"):
+        return _from_lark(text, start, import_paths, strict_lexemes, source, entities)
+
+
+def _from_lark(
+    text: str,
+    start: str,
+    import_paths: Sequence[str],
+    strict_lexemes: bool,
+    source: str | Sequence[str] | None,
+    entities: Mapping[str, Any] | None,
+) -> Grammar:
     from .lark_frontend import grammar_from_lark
 
     texts = None
@@ -117,7 +130,8 @@ def from_regex(pattern: str, flags: int = 0) -> Grammar:
     """
     from .regex import python_regex_dfa
 
-    dfa = python_regex_dfa(pattern, flags, where=f"regex {pattern!r}")
+    with refusing_raw_errors("the regular expression"):
+        dfa = python_regex_dfa(pattern, flags, where=f"regex {pattern!r}")
     term = Terminal("REGEX", dfa, source=f"/{pattern}/")
     return Grammar({"REGEX": term}, [Rule("start", ("REGEX",))], "start", (), description=pattern)
 
@@ -139,7 +153,8 @@ def from_json_schema(schema: Any, **options: Any) -> Grammar:
     """
     from .json_schema import grammar_from_json_schema
 
-    grammar: Grammar = grammar_from_json_schema(schema, **options)
+    with refusing_raw_errors("the JSON Schema"):
+        grammar: Grammar = grammar_from_json_schema(schema, **options)
     return grammar
 
 
@@ -237,7 +252,7 @@ def _read_schema(spec: Any, options: Mapping[str, Any]) -> Source:
     try:
         # key order is kept: a schema's properties are written in the order it gives them
         text = json.dumps(schema, ensure_ascii=False)
-    except (TypeError, ValueError):  # not JSON data: the build reports it
+    except (TypeError, ValueError, RecursionError):  # not JSON data: the build reports it
         text = None
     if text is not None and _is_json_data(schema):
         key = ("json-schema", text, json.dumps(key_opts, sort_keys=True, default=repr))

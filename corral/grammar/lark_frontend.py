@@ -98,7 +98,7 @@ def grammar_from_lark(
             if isinstance(line, int) and line > 0
             else "",
         ) from None
-    except (LarkGrammarError, lark.exceptions.LarkError, KeyError) as e:
+    except (LarkGrammarError, lark.exceptions.LarkError, KeyError, OSError) as e:
         msg = _first_line(str(e)) if not isinstance(e, KeyError) else f"undefined symbol {e}"
         line, col = _locate_message_symbol(text, msg)
         raise GrammarError(
@@ -209,6 +209,12 @@ def _terminal(text: str, td: object) -> Terminal:
         return Terminal(name, dfa, source, end_blocked=blocked)
     except CorralError as e:
         line, col = _locate_terminal(text, name, pattern.value)
+        r = re.fullmatch(r"\[(.)-(.)\]", pattern.value)
+        if line is None and r:  # a range "x".."y" of the grammar
+            x, y = (re.escape(c) for c in r.groups())
+            found = re.search(rf'"{x}"\s*\.\.\s*"{y}"', text)
+            if found:
+                line, col = _pos_to_line_col(text, found.start())
         loc = _where(line, col)
         if isinstance(e, UnsupportedFeatureError):
             raise UnsupportedFeatureError(
@@ -267,7 +273,33 @@ def _quoted_name(msg: str) -> str | None:
     return m.group(1) if m else None
 
 
+# Lark errors that name no position: what in the message says where, and how to find it
+_MESSAGE_PLACES: list[tuple[str, str]] = [
+    (r"template arguments used for (\w+)", r"[:|][^\n]*?(?<![\w.])({0})\s*\{{"),  # a use
+    (r"\((\d+\.\.\d+) isn't allowed\)", r"~[ \t]*({0})"),  # Bad Range: the repeat
+    (r"(?<!Non)Terminal\('(\w+)'\)", r"^[ \t]*({0})\b[^:\n]*:"),
+    (r"nonexisting rule (\w+)", r"^[ \t]*%override[ \t]+({0})\b"),
+    (r"extend (?:rule|terminal) (\w+)", r"^[ \t]*%extend[ \t]+({0})\b"),
+    (r"NonTerminal\('\w+'\) in (\w+)", r"^[ \t]*({0})\b[^:\n]*:"),
+    (r"^\('(.+?)', SyntaxError", r"({0})"),  # a string literal Python cannot read
+    (r"Empty terminals are not allowed \((\S+)\)", r"({0})"),
+    (r'process rule "range"', r'("[^"\n]*"\s*\.\.\s*"[^"\n]*")'),
+    (r"No such file or directory: '([^']+?)(?:\.lark)?'", r"^[ \t]*%import[ \t]+\S*({0})\b"),
+]
+
+
 def _locate_message_symbol(text: str, msg: str) -> tuple[int | None, int | None]:
+    m = re.search(r"line (\d+),? column (\d+)", msg)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    for said, where in _MESSAGE_PLACES:
+        m = re.search(said, msg)
+        if m is None:
+            continue
+        what = re.escape(m.group(1).encode().decode("unicode_escape")) if m.groups() else ""
+        found = re.search(where.format(what), text, re.M)
+        if found:
+            return _pos_to_line_col(text, found.start(1))
     name = _quoted_name(msg)
     if name is None:
         m = re.search(r"\{'([^']+)'", msg)

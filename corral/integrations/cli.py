@@ -217,6 +217,9 @@ def read_inputs(path: Path, field: str) -> Iterator[tuple[int, Any, str | None, 
             except ValueError as e:
                 yield n, None, None, f"input line {n}: not JSON ({e})"
                 continue
+            except RecursionError:
+                yield n, None, None, f"input line {n}: JSON nested too deeply to read"
+                continue
             if isinstance(item, str):
                 yield n, None, item, None
             elif isinstance(item, dict) and isinstance(item.get(field), str):

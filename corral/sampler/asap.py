@@ -36,6 +36,10 @@ from ..errors import CorralError
 from .lm import NextLogits
 
 
+class TrieFileError(CorralError):
+    """A file given as an ASAp trie cannot be read as one."""
+
+
 @dataclass
 class _Node:
     raw: float  # P(token | parent prefix)
@@ -187,15 +191,16 @@ class ASAp:
         """Replace the trie with the one saved in ``path``.
 
         Raises:
-            CorralError: the file is not an ASAp trie, or was saved for another prompt,
-                grammar, vocabulary or temperature.
+            TrieFileError: the file cannot be read as an ASAp trie (damaged, cut, not one).
+            CorralError: it was saved for another prompt, grammar, vocabulary or
+                temperature.
         """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise CorralError(f"cannot read the ASAp trie {str(path)!r}: {e}") from None
+        except (OSError, ValueError, RecursionError) as e:
+            raise TrieFileError(f"cannot read the ASAp trie {str(path)!r}: {e}") from None
         if not isinstance(data, dict) or data.get("format") != "corral-asap-1":
-            raise CorralError(f"{str(path)!r} is not an ASAp trie")
+            raise TrieFileError(f"{str(path)!r} is not an ASAp trie")
         if data.get("key") != self.key:
             raise CorralError(
                 f"{str(path)!r} was saved for another prompt, grammar, vocabulary or temperature"
@@ -204,13 +209,17 @@ class ASAp:
         def build(item: Any, parent: _Node | None) -> _Node:
             raw, efg, kids = item
             if not (isinstance(raw, float | int) and isinstance(efg, float | int)):
-                raise CorralError(f"{str(path)!r} is damaged")
+                raise ValueError("a node's weights are not numbers")
             if not (0 <= raw <= 1 and 0 <= efg <= 1 + 1e-9) or math.isnan(raw + efg):
-                raise CorralError(f"{str(path)!r} is damaged")
+                raise ValueError("a node's weights are out of range")
             n = _Node(raw=float(raw), efg=float(efg), parent=parent)
             if kids is not None:
                 n.children = {int(t): build(c, n) for t, c in kids.items()}
             return n
 
-        self.root = build(data["root"], None)
-        self.samples = int(data.get("samples", 0))
+        try:
+            root = build(data["root"], None)
+            samples = int(data.get("samples", 0))
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+            raise TrieFileError(f"{str(path)!r} is damaged ({type(e).__name__}: {e})") from None
+        self.root, self.samples = root, samples

@@ -9,13 +9,14 @@ means is :mod:`corral.sampler.registry`'s table.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Hashable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..caching import BoundedCache
-from ..errors import CorralError, IncompleteGenerationError
+from ..errors import CacheWarning, CorralError, IncompleteGenerationError
 from .lm import CausalLM
 
 __all__ = ["ASAP_TRIES", "ASApSampler", "SMCSampler", "SequenceDraw", "SequenceSampler"]
@@ -104,7 +105,7 @@ class ASApSampler:
     def sample(
         self, lm: CausalLM, compiled: Any, *, generator: Any, context: Hashable, prompt_key: str
     ) -> SequenceDraw:
-        from .asap import ASAp
+        from .asap import ASAp, TrieFileError
 
         temperature = float(self.temperature)
         key = (context, compiled.cache_key, temperature)
@@ -112,7 +113,15 @@ class ASApSampler:
         def build() -> ASAp:
             asap = ASAp(lm.next_logits, compiled, key=prompt_key, temperature=temperature)
             if self.path is not None and Path(self.path).exists():
-                asap.load(self.path)
+                try:
+                    asap.load(self.path)
+                except TrieFileError as e:  # ignored, and saved over after this draw
+                    warnings.warn(
+                        CacheWarning(
+                            f"{e}; starting a new trie", path=str(self.path), reason=str(e)
+                        ),
+                        stacklevel=4,
+                    )
             return asap
 
         asap = ASAP_TRIES.get_or_build(key, build)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ...errors import GrammarError, Location, UnsupportedFeatureError
+from ...errors import CompileBudgetError, GrammarError, Location, UnsupportedFeatureError
 
 DRAFTS = {
     "https://json-schema.org/draft/2020-12/schema": "2020-12",
@@ -164,12 +164,73 @@ def meta_validator(dialect: str) -> Any:
 def parse_schema_text(text: str | bytes) -> Any:
     """Parse JSON text; :class:`SchemaError` with line and column on failure."""
     if isinstance(text, bytes):
-        text = text.decode("utf-8")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad = e.object[e.start : e.start + 1]
+            raise SchemaError(f"the schema is not UTF-8 text (byte {e.start}: {bad!r})") from None
+
+    def not_json(name: str) -> Any:
+        raise SchemaError(f"the schema is not valid JSON: {name} is not a JSON value")
+
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=not_json)
     except json.JSONDecodeError as e:
         raise SchemaError(
             f"the schema is not valid JSON: {e.msg}", line=e.lineno, column=e.colno
+        ) from None
+    except RecursionError:
+        raise CompileBudgetError(
+            f"the schema's JSON nests deeper than {MAX_SCHEMA_DEPTH} levels"
+        ) from None
+
+
+MAX_SCHEMA_DEPTH = 128
+"""Deepest nesting of objects and arrays a schema may have (the deepest of MaskBench's
+8,044 real-world schemas has 63): translation and validation recurse through it."""
+
+
+def check_json_data(schema: Any) -> None:
+    """Refuse what is not JSON data in a schema read as Python values, with its JSON
+    pointer: nesting deeper than :data:`MAX_SCHEMA_DEPTH` (:class:`CompileBudgetError`),
+    a NaN or infinite number (e.g. ``1e400``, beyond a double), a string or name that is
+    not Unicode text (a lone surrogate) (:class:`SchemaError`). Iterative: any depth is
+    looked at without recursion."""
+    stack: list[tuple[Any, str, int]] = [(schema, "", 1)]
+    while stack:
+        value, ptr, depth = stack.pop()
+        if isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise SchemaError(
+                    f"{value} is not a JSON number (a number beyond a double's range, or NaN)",
+                    pointer=ptr,
+                )
+            continue
+        if isinstance(value, str):
+            _check_text(value, ptr)
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth > MAX_SCHEMA_DEPTH:
+            raise CompileBudgetError(
+                f"{ptr or '/'}: the schema nests deeper than {MAX_SCHEMA_DEPTH} levels of "
+                "objects and arrays"
+            )
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(k, str):
+                    _check_text(k, ptr)
+                stack.append((v, pointer_join(ptr, k), depth + 1))
+        else:
+            stack.extend((v, pointer_join(ptr, i), depth + 1) for i, v in enumerate(value))
+
+
+def _check_text(text: str, ptr: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise SchemaError(
+            f"text that is not Unicode (a lone surrogate {text[e.start]!r})", pointer=ptr
         ) from None
 
 
@@ -201,6 +262,7 @@ def load_schema(spec: Any) -> LoadedSchema:
     schema = as_schema(spec)
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
+    check_json_data(schema)
     dialect = DEFAULT_DIALECT
     if isinstance(schema, dict) and "$schema" in schema:
         given = schema["$schema"]

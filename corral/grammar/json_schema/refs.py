@@ -66,7 +66,7 @@ def lookup(ref: Any, ptr: str, resolver: Any, kw: str) -> tuple[Any, Any, str]:
         )
     try:
         resolved = resolver.lookup(ref)
-    except UnsupportedFeatureError:
+    except (UnsupportedFeatureError, RecursionError):
         raise
     except Exception as e:
         chain: BaseException | None = e

@@ -133,7 +133,13 @@ class Translator(GrammarBuilder):
         self._alive.append(schema)  # keeps `id(schema)` unique while the memo lives
         name = self.fresh("v")
         self.memo[key] = name  # recursion through $ref finds the name
-        sym = self._value(schema, ptr, resolver)
+        try:
+            sym = self._value(schema, ptr, resolver)
+        except RecursionError:  # the innermost schema says where
+            raise CompileBudgetError(
+                f"{ptr or '/'}: subschemas and $ref chains nest too deeply here to translate "
+                "(beyond Python's recursion limit)"
+            ) from None
         if sym is None:
             self.memo[key] = None
             # A recursive reference may already use `name`; give it no rules (empty).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ....errors import CompileBudgetError
 from ..findings import ANNOTATION, EXACT
 from ..keywords import ANNOTATIONS
 from ..load import pointer_join
@@ -99,6 +100,11 @@ def emit_array(b: Translator, s: dict[str, Any], ptr: str, resolver: Any) -> str
         exact_cap = None
     comma = b.punct(",")
     last = max(lo, n)  # from here on items are alike and the count is free (up to cap)
+    if last > b.opt.max_rules:  # one rule per required item
+        raise CompileBudgetError(
+            f"{pointer_join(ptr, 'minItems')}: {last} required items need a grammar rule "
+            f"each, more than Options.max_rules={b.opt.max_rules}"
+        )
     names = [b.fresh("a") for _ in range(last + 1)]
     for i in range(last):
         if exact_cap is not None and i >= exact_cap:

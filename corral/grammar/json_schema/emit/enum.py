@@ -71,7 +71,10 @@ def sibling_filter(
     def keep(value: Any) -> bool:
         try:
             return is_valid(value)
-        except Exception as e:  # undecided: the final check decides
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as e:  # undecided (a Rust panic of the reference library,
+            # from a schema that refers to its own negation, included): the final check decides
             b.findings.needs_check(ptr, kw, f"a value could not be checked ({type(e).__name__})")
             return True
 
