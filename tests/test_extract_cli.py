@@ -208,3 +208,11 @@ def test_sizes_below_one_are_refused_by_the_cli(
         cli.main(argv)
     assert e.value.code == 2 and flag in capsys.readouterr().err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_an_input_line_nested_too_deeply_is_that_line_s_error(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n" + json.dumps("ok") + "\n", "utf-8")
+    rows = list(cli.read_inputs(path, "text"))
+    assert rows[0][0] == 1 and "nested too deeply" in str(rows[0][3])
+    assert rows[1] == (2, None, "ok", None)

@@ -122,6 +122,14 @@ def test_a_megabyte_const_is_a_chain_of_sparse_rows(vocab) -> None:  # type: ign
     assert m.consume_bytes(doc[-2:]) and m.is_accepting()
 
 
+def test_a_megabyte_lark_literal_is_a_chain_of_sparse_rows(vocab) -> None:  # type: ignore[no-untyped-def]
+    text = "xy" * 500_000
+    g = corral.Grammar.from_lark(f'start: "{text}" "!"')
+    assert sorted(type(t.dfa).__name__ for t in g.terminals.values()) == ["ByteDFA", "SparseDFA"]
+    m = corral.compile(g, vocab).matcher()
+    assert m.consume_bytes(text.encode() + b"!") and m.is_accepting()
+
+
 def test_literal_chain() -> None:
     d = SparseDFA.literal(b"abc")
     assert d.matches(b"abc") and not d.matches(b"ab") and not d.matches(b"abcd")

@@ -31,6 +31,7 @@ def test_cli_extract_with_vllm_engine(tmp_path) -> None:  # type: ignore[no-unty
         json.dumps({"id": "a", "text": "Anna Berg lives in Oslo."}),
         "not json",
         json.dumps("Tom Weber moved to Lyon."),
+        json.dumps("Eva " * 2000),  # longer than max_model_len: its own error row
     ]
     inp.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out.jsonl"
@@ -43,8 +44,9 @@ def test_cli_extract_with_vllm_engine(tmp_path) -> None:  # type: ignore[no-unty
     ]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     rows = [json.loads(x) for x in out.read_text().splitlines()]
-    assert [row["line"] for row in rows] == [1, 2, 3], r.stderr[-3000:]
+    assert [row["line"] for row in rows] == [1, 2, 3, 4], r.stderr[-3000:]
     assert rows[0]["id"] == "a" and set(rows[0]["record"]) == {"name", "city"}
     assert "not JSON" in rows[1]["error"]
     assert set(rows[2]["record"]) == {"name", "city"}
-    assert r.returncode == 1  # one error row
+    assert rows[3]["error"].startswith("PromptTooLongError") and "1024" in rows[3]["error"]
+    assert r.returncode == 1  # error rows

@@ -24,6 +24,7 @@ from .ir import Grammar, Rule, Terminal
 from .lexeme_backtracking import backtracking_lexemes
 from .regex import literal_dfa
 from .regex.leftmost import leftmost_first_dfa
+from .regex.sparse import LONG_LITERAL_BYTES, SparseDFA
 
 if TYPE_CHECKING:
     from .entities import EntitySet
@@ -203,6 +204,9 @@ def _terminal(text: str, td: object) -> Terminal:
             if flags & re.IGNORECASE:
                 dfa, _ = leftmost_first_dfa(re.escape(pattern.value), flags, where=where)
                 return Terminal(name, dfa, source)
+            data = pattern.value.encode("utf-8")
+            if len(data) > LONG_LITERAL_BYTES:  # a chain of sparse rows, not a dense row a byte
+                return Terminal(name, SparseDFA.literal(data), source, literal=pattern.value)
             return Terminal(name, literal_dfa(pattern.value), source, literal=pattern.value)
         source = f"/{pattern.value}/"
         dfa, blocked = leftmost_first_dfa(pattern.value, flags, where=where)

@@ -17,7 +17,7 @@ from ..ir import Rule, Terminal
 from ..regex import ByteDFA, literal_dfa, python_regex_dfa
 from ..regex.dawg import dawg, trie_states
 from ..regex.dfa import shared_automata, union_of_literals
-from ..regex.sparse import SparseDFA
+from ..regex.sparse import LONG_LITERAL_BYTES, SparseDFA
 from .numbers import number_dfa
 from .options import Options
 from .strings import plain_string
@@ -100,12 +100,11 @@ class GrammarBuilder:
 
     def lit(self, text: str) -> str:
         """The terminal of the literal ``text``: a dense automaton, or beyond
-        :data:`DENSE_WORDS_STATES` bytes a chain of sparse rows (a dense row per byte of
-        a 1 MB ``const`` would be 1 GB)."""
+        :data:`~corral.grammar.regex.sparse.LONG_LITERAL_BYTES` a chain of sparse rows."""
 
         def build() -> ByteDFA | SparseDFA:
             data = text.encode()
-            return literal_dfa(text) if len(data) <= DENSE_WORDS_STATES else SparseDFA.literal(data)
+            return literal_dfa(text) if len(data) <= LONG_LITERAL_BYTES else SparseDFA.literal(data)
 
         shown = repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text)} characters)"
         name = self.term("lit:" + text, build, shown, "LIT")

@@ -21,6 +21,12 @@ import numpy as np
 __all__ = ["SparseDFA"]
 
 
+LONG_LITERAL_BYTES = 4096
+"""Literals longer than this many bytes are built as chains of sparse rows
+(:meth:`SparseDFA.literal`): a dense row of 256 transitions a byte would make a 1 MB
+literal a gigabyte of lexer table."""
+
+
 @dataclass(frozen=True)
 class SparseDFA:
     """A trimmed DFA over bytes whose transitions are stored as sorted sparse rows.
