@@ -164,6 +164,7 @@ FOREIGN = [
     b'{"line":1,"record":{}}\n',  # not as corral spells its rows
     b'{"line": 1, "record": {}}\n{"id": 5, "rec',
     b'{"line": true, "record": {}}\n',
+    b'{"line": 1, "record": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",  # too deep to read
 ]
 
 

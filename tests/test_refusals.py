@@ -126,3 +126,14 @@ def test_repeated_names_fail_the_end_check() -> None:
     assert g.final_check is not None
     assert not g.final_check(json.dumps({"b": 1}).encode()[:-1] + b', "b": 2}')
     assert g.final_check(b'{"b": 1}')
+
+
+def test_integers_beyond_a_double_are_json_numbers_like_any_other() -> None:
+    g = corral.Grammar.from_json_schema({"enum": [10**400, 1.5]})
+    assert g.final_check is None or g.final_check(str(10**400).encode())
+    m = corral.compile(g, load_vocab("gpt2")).matcher()
+    assert m.consume_bytes(str(10**400).encode()) and m.is_accepting()
+    with pytest.raises(CompileBudgetError, match=r"^/minContains: "):
+        corral.Grammar.from_json_schema(
+            {"type": "array", "contains": {"type": "integer"}, "minContains": 10**30}
+        )

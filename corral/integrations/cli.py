@@ -284,7 +284,7 @@ def row_line(raw: bytes) -> int | None:
         return None
     try:
         row = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(row, dict) or not ROW_KEYS.issuperset(row):
         return None

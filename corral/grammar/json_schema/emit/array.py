@@ -101,8 +101,9 @@ def emit_array(b: Translator, s: dict[str, Any], ptr: str, resolver: Any) -> str
     comma = b.punct(",")
     last = max(lo, n)  # from here on items are alike and the count is free (up to cap)
     if last > b.opt.max_rules:  # one rule per required item
+        kw = "minItems" if int(s.get("minItems", 0)) >= last else "minContains"
         raise CompileBudgetError(
-            f"{pointer_join(ptr, 'minItems')}: {last} required items need a grammar rule "
+            f"{pointer_join(ptr, kw)}: {last} required items need a grammar rule "
             f"each, more than Options.max_rules={b.opt.max_rules}"
         )
     names = [b.fresh("a") for _ in range(last + 1)]

@@ -103,7 +103,9 @@ def emit_const(b: Translator, v: Any) -> str:
             parts.append(emit_const(b, x))
         parts.append(b.punct("]"))
         return b.seq("carr", *parts)
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+    if (isinstance(v, int) and not isinstance(v, bool)) or (
+        isinstance(v, float) and math.isfinite(v)  # (an int may be beyond a float's range)
+    ):
         from ..numbers import number_dfa
 
         d = Decimal(str(v)) if isinstance(v, float) else Decimal(v)
