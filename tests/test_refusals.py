@@ -4,7 +4,6 @@ nothing is taken as valid because a check could not run."""
 
 from __future__ import annotations
 
-import json
 import warnings
 from typing import Any
 
@@ -124,7 +123,7 @@ def test_repeated_names_fail_the_end_check() -> None:
         {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 1}
     )
     assert g.final_check is not None
-    assert not g.final_check(json.dumps({"b": 1}).encode()[:-1] + b', "b": 2}')
+    assert not g.final_check(b'{"b": 1, "b": 2}')
     assert g.final_check(b'{"b": 1}')
 
 

@@ -106,7 +106,7 @@ def union_closure(init: list[int], sources: list[list[int]]) -> list[int]:
     Each strongly connected component of the ``j -> i`` graph shares one value, computed
     once, in topological order (Tarjan's algorithm, iterative): the work is one union per
     edge, where a worklist fixpoint can go round a long chain of nullable rules once per
-    element (5,000 optional properties took minutes).
+    element (5,000 optional properties: a compile of 11.5 s, nearly all of it there).
     """
     n = len(init)
     index = [-1] * n

@@ -22,9 +22,8 @@ from ..errors import (
 )
 from .ir import Grammar, Rule, Terminal
 from .lexeme_backtracking import backtracking_lexemes
-from .regex import literal_dfa
+from .regex import literal_automaton, literal_dfa
 from .regex.leftmost import leftmost_first_dfa
-from .regex.sparse import LONG_LITERAL_BYTES, SparseDFA
 
 if TYPE_CHECKING:
     from .entities import EntitySet
@@ -204,10 +203,7 @@ def _terminal(text: str, td: object) -> Terminal:
             if flags & re.IGNORECASE:
                 dfa, _ = leftmost_first_dfa(re.escape(pattern.value), flags, where=where)
                 return Terminal(name, dfa, source)
-            data = pattern.value.encode("utf-8")
-            if len(data) > LONG_LITERAL_BYTES:  # a chain of sparse rows, not a dense row a byte
-                return Terminal(name, SparseDFA.literal(data), source, literal=pattern.value)
-            return Terminal(name, literal_dfa(pattern.value), source, literal=pattern.value)
+            return Terminal(name, literal_automaton(pattern.value), source, literal=pattern.value)
         source = f"/{pattern.value}/"
         dfa, blocked = leftmost_first_dfa(pattern.value, flags, where=where)
         return Terminal(name, dfa, source, end_blocked=blocked)
@@ -300,7 +296,8 @@ def _locate_message_symbol(text: str, msg: str) -> tuple[int | None, int | None]
         m = re.search(said, msg)
         if m is None:
             continue
-        what = re.escape(m.group(1).encode().decode("unicode_escape")) if m.groups() else ""
+        # (a name quoted by repr has its backslashes doubled)
+        what = re.escape(m.group(1).replace("\\\\", "\\")) if m.groups() else ""
         found = re.search(where.format(what), text, re.M)
         if found:
             return _pos_to_line_col(text, found.start(1))

@@ -133,8 +133,8 @@ def left_recursive(rules: list[Rule], terminals: set[str]) -> list[Rule]:
     set where an item ends holds ``n`` items ``A → αᵢ • A``, one per repetition, and
     completing ``A`` there completes them all (and every byte where a lexeme could end
     builds such a set); the matcher's cost per token then grows with the length of the
-    output (a JSON array of 2,000 integers took over a minute). Left-recursive, each
-    repetition completes one item at the origin of the first.
+    output (a JSON array of 1,000 integers took 4.2 s of masks and consumes).
+    Left-recursive, each repetition completes one item at the origin of the first.
 
     ``A`` is left alone when it has no tail call, or when an ``αᵢ`` is empty or made of
     nonterminals that have an empty rule (``A → A``-like cycles).
@@ -145,13 +145,7 @@ def left_recursive(rules: list[Rule], terminals: set[str]) -> list[Rule]:
     empty = {r.lhs for r in rules if not r.rhs}
     names = set(by_lhs) | terminals
     out: list[Rule] = []
-    done: set[str] = set()
-    for r in rules:
-        a = r.lhs
-        if a in done:
-            continue
-        done.add(a)
-        alts = by_lhs[a]
+    for a, alts in by_lhs.items():  # in the order of first appearance
         tails = [x.rhs[:-1] for x in alts if x.rhs and x.rhs[-1] == a]
         bases = [x.rhs for x in alts if not x.rhs or x.rhs[-1] != a]
         if not tails or any(all(s in empty for s in t) for t in tails):

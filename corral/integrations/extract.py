@@ -291,32 +291,62 @@ def _run_batch(
     """Extract a batch in one ``model.generate``; ``grammars``: ``(compiled, parse)`` of
     each row; ``heal``: back each prompt up by a last token that could be longer, and
     have the output spell its bytes again first (:mod:`corral.sampler.healing`)."""
-    import torch
+    from .models import context_length
 
-    from .models import check_prompt_length, context_length
-    from .transformers import GrammarLogitsProcessor
-
-    texts = [prompt.replace("{document}", d) for _, d in batch]
-    eos = list(vocab.eos_token_ids)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos[0] if eos else 0)
-    rows = [list(tok(t)["input_ids"]) for t in texts]
+    rows = [list(tok(prompt.replace("{document}", d))["input_ids"]) for _, d in batch]
     # a prompt that fills the model's context is that document's error; the rest go on
-    context = context_length(getattr(lm, "config", None))
-    refused: dict[int, Extraction] = {}
-    for i, ((index, _), r) in enumerate(zip(batch, rows, strict=True)):
+    refused = refuse_long(batch, [len(r) for r in rows], context_length(lm.config))
+    keep = [i for i in range(len(batch)) if i not in refused]
+    # (a generator: with every prompt refused, the model is never called)
+    done = _generate(lm, tok, vocab, [grammars[i] for i in keep], [batch[i] for i in keep],
+                     [rows[i] for i in keep], max_new_tokens, heal=heal)  # fmt: skip
+    return with_refused(len(batch), refused, done)
+
+
+def refuse_long(
+    batch: Sequence[tuple[int, str]], lengths: Sequence[int], context: int | None
+) -> dict[int, Extraction]:
+    """``{position: Extraction}`` of the documents of ``batch`` whose prompts
+    (``lengths`` tokens) fill a model context of ``context`` tokens
+    (:class:`~corral.errors.PromptTooLongError`)."""
+    from .models import check_prompt_length
+
+    refused = {}
+    for i, ((index, _), n) in enumerate(zip(batch, lengths, strict=True)):
         try:
-            check_prompt_length(len(r), context, f"the prompt of document {index}")
+            check_prompt_length(n, context, f"the prompt of document {index}")
         except CorralError as e:
             refused[i] = Extraction(index, None, "", e)
-    if refused:
-        keep = [i for i in range(len(batch)) if i not in refused]
-        done = iter(
-            _run_batch(lm, tok, vocab, [grammars[i] for i in keep], prompt,
-                       [batch[i] for i in keep], max_new_tokens, heal=heal)
-        ) if keep else iter(())  # fmt: skip
-        for i in range(len(batch)):
-            yield refused[i] if i in refused else next(done)
-        return
+    return refused
+
+
+def with_refused(
+    n: int, refused: dict[int, Extraction], results: Iterator[Extraction]
+) -> Iterator[Extraction]:
+    """The outcomes of ``n`` documents in order: ``refused[i]`` where there is one, else
+    the next of ``results`` (the other documents', in order)."""
+    for i in range(n):
+        yield refused[i] if i in refused else next(results)
+
+
+def _generate(
+    lm: Any,
+    tok: Any,
+    vocab: Any,
+    grammars: Sequence[tuple[Any, Any]],
+    batch: Sequence[tuple[int, str]],
+    rows: list[list[int]],
+    max_new_tokens: int,
+    *,
+    heal: bool,
+) -> Iterator[Extraction]:
+    """:func:`_run_batch` once the prompts are tokens (``rows``)."""
+    import torch
+
+    from .transformers import GrammarLogitsProcessor
+
+    eos = list(vocab.eos_token_ids)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos[0] if eos else 0)
     healed = [b""] * len(rows)
     if heal:
         from ..sampler.healing import heal_prompt

@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 from ...errors import CompileBudgetError
 from ..ir import Rule, Terminal
-from ..regex import ByteDFA, literal_dfa, python_regex_dfa
+from ..regex import ByteDFA, literal_automaton, python_regex_dfa
 from ..regex.dawg import dawg, trie_states
 from ..regex.dfa import shared_automata, union_of_literals
-from ..regex.sparse import LONG_LITERAL_BYTES, SparseDFA
+from ..regex.sparse import SparseDFA
 from .numbers import number_dfa
 from .options import Options
 from .strings import plain_string
@@ -99,15 +99,9 @@ class GrammarBuilder:
         self._term_keys.pop(key, None)
 
     def lit(self, text: str) -> str:
-        """The terminal of the literal ``text``: a dense automaton, or beyond
-        :data:`~corral.grammar.regex.sparse.LONG_LITERAL_BYTES` a chain of sparse rows."""
-
-        def build() -> ByteDFA | SparseDFA:
-            data = text.encode()
-            return literal_dfa(text) if len(data) <= LONG_LITERAL_BYTES else SparseDFA.literal(data)
-
+        """The terminal of the literal ``text`` (``regex.literal_automaton``: sparse when long)."""
         shown = repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text)} characters)"
-        name = self.term("lit:" + text, build, shown, "LIT")
+        name = self.term("lit:" + text, lambda: literal_automaton(text), shown, "LIT")
         assert name is not None
         return name
 

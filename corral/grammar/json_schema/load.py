@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -200,7 +201,7 @@ def check_json_data(schema: Any) -> None:
     while stack:
         value, ptr, depth = stack.pop()
         if isinstance(value, float):
-            if value != value or value in (float("inf"), float("-inf")):
+            if not math.isfinite(value):
                 raise SchemaError(
                     f"{value} is not a JSON number (a number beyond a double's range, or NaN)",
                     pointer=ptr,

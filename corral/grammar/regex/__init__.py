@@ -11,8 +11,9 @@ import numpy as np
 from .dfa import DEFAULT_MAX_DFA_STATES, ByteDFA, nfa_to_byte_dfa
 from .nfa import build_nfa
 from .python_syntax import parse_python_regex
+from .sparse import LONG_LITERAL_BYTES, SparseDFA
 
-__all__ = ["ByteDFA", "literal_dfa", "python_regex_dfa"]
+__all__ = ["ByteDFA", "literal_automaton", "literal_dfa", "python_regex_dfa"]
 
 
 def python_regex_dfa(
@@ -40,3 +41,11 @@ def literal_dfa(text: str) -> ByteDFA:
     accept = np.zeros(n, bool)
     accept[-1] = True
     return ByteDFA(trans, accept)
+
+
+def literal_automaton(text: str) -> ByteDFA | SparseDFA:
+    """The automaton of the one string ``text``: :func:`literal_dfa` up to
+    :data:`~.sparse.LONG_LITERAL_BYTES` bytes of UTF-8, a chain of sparse rows
+    (:meth:`SparseDFA.literal`) beyond."""
+    data = text.encode("utf-8")
+    return literal_dfa(text) if len(data) <= LONG_LITERAL_BYTES else SparseDFA.literal(data)

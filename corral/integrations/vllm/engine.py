@@ -107,41 +107,30 @@ class VLLMExtractor:
         self.max_new_tokens = max_new_tokens
 
     def run(self, batch: Sequence[tuple[int, str]]) -> Iterator[Any]:
-        from ..extract import checked
+        from ..extract import checked, refuse_long, with_refused
 
-        if not batch:
-            return
         prompts = [self.prompt.replace("{document}", d) for _, d in batch]
         # vLLM refuses a whole batch for one prompt longer than its context: such a
         # prompt is its own document's error, and the others go on
-        refused = self._refuse_long(batch, prompts)
-        if refused:
-            keep = [i for i in range(len(batch)) if i not in refused]
-            done = self.run([batch[i] for i in keep])
-            for i in range(len(batch)):
-                yield refused[i] if i in refused else next(done)
-            return
-        outputs = self.llm.generate(prompts, self.params, use_tqdm=False)
-        for (index, _), out in zip(batch, outputs, strict=True):
-            o = out.outputs[0]
-            ids = list(o.token_ids)
-            ended = o.finish_reason == "stop" and not isinstance(o.stop_reason, str)
-            if ended and ids and ids[-1] in (*self.vocab.eos_token_ids, o.stop_reason):
-                ids.pop()  # the end token itself
-            yield checked(index, ids, self.vocab, self.compiled, self.parse, self.max_new_tokens)
-
-    def _refuse_long(self, batch: Sequence[tuple[int, str]], prompts: list[str]) -> dict[int, Any]:
-        """``{position: Extraction}`` of the prompts that fill the engine's context."""
-        from ..extract import Extraction
-        from ..models import check_prompt_length
-
-        context = int(self.llm.llm_engine.model_config.max_model_len)
         tok = self.llm.get_tokenizer()
-        refused = {}
-        for i, ((index, _), p) in enumerate(zip(batch, prompts, strict=True)):
-            try:
-                check_prompt_length(len(tok(p)["input_ids"]), context,
-                                    f"the prompt of document {index}")  # fmt: skip
-            except CorralError as e:
-                refused[i] = Extraction(index, None, "", e)
-        return refused
+        context = int(self.llm.llm_engine.model_config.max_model_len)
+        refused = refuse_long(batch, [len(tok(p)["input_ids"]) for p in prompts], context)
+        keep = [i for i in range(len(batch)) if i not in refused]
+        outputs = (
+            self.llm.generate([prompts[i] for i in keep], self.params, use_tqdm=False)
+            if keep
+            else []
+        )
+
+        def records() -> Iterator[Any]:
+            for i, out in zip(keep, outputs, strict=True):
+                o = out.outputs[0]
+                ids = list(o.token_ids)
+                ended = o.finish_reason == "stop" and not isinstance(o.stop_reason, str)
+                if ended and ids and ids[-1] in (*self.vocab.eos_token_ids, o.stop_reason):
+                    ids.pop()  # the end token itself
+                index = batch[i][0]
+                yield checked(index, ids, self.vocab, self.compiled, self.parse,
+                              self.max_new_tokens)  # fmt: skip
+
+        return with_refused(len(batch), refused, records())
