@@ -3,11 +3,21 @@ and the refusals with corral's own messages. Needs no vLLM."""
 
 from __future__ import annotations
 
+import contextlib
+import enum
+import importlib.util
 import json
+import logging
+import sys
+import types
+from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
-from corral import GrammarError, SchemaError
+from corral import CompileBudgetError, GrammarError, SchemaError, Vocabulary
+from corral.grammar.json_schema.load import MAX_SCHEMA_DEPTH
+from corral.integrations.vllm import spec as spec_module
 from corral.integrations.vllm.spec import ConstraintSpec, SpecError, spec_of
 
 SCHEMA = {"type": "object", "properties": {"zip": {"type": "integer"}, "city": {"type": "string"}}}
@@ -66,3 +76,222 @@ def test_bad_constraints_fail_with_corrals_errors() -> None:
         ConstraintSpec.of(schema=SCHEMA, regex="a")
     with pytest.raises(SpecError, match="apply to schema= only"):
         ConstraintSpec.of(regex="a", whitespace="compact")
+
+
+# the two inputs of the issue: far beyond Python's recursion limit
+DEEP_SCHEMA = '{"schema": ' + '{"not":' * 100_000 + "{}" + "}" * 100_001
+DEEP_ARRAY = "[" * 10**6
+
+
+def _nested_not(levels: int) -> dict:
+    """A schema of ``levels`` nested objects."""
+    schema: dict = {}
+    for _ in range(levels - 1):
+        schema = {"not": schema}
+    return schema
+
+
+@pytest.mark.parametrize("text", [DEEP_SCHEMA, DEEP_ARRAY], ids=["deep-schema", "deep-array"])
+def test_too_deep_json_is_a_spec_error(text: str) -> None:
+    """JSON nested beyond the recursion limit: a SpecError (was RecursionError), by every
+    path a request's text takes (str, bytes, spec_of, a schema given as JSON text)."""
+    message = r"nests too deeply: expected at most 129 levels of objects and arrays"
+    for value in (text, text.encode()):
+        with pytest.raises(SpecError, match=message):
+            ConstraintSpec.parse(value)
+    with pytest.raises(SpecError, match=message):
+        spec_of({"corral": text})
+    with pytest.raises(SpecError, match=r"^'schema' nests too deeply: expected at most 128 "):
+        ConstraintSpec.parse({"schema": text})
+    with pytest.raises(SpecError, match=r"^'schema' nests too deeply"):
+        ConstraintSpec.of(schema=text)
+
+
+def test_spec_depth_is_the_schema_front_ends() -> None:
+    """A schema may nest as deep as the JSON Schema front end allows (128 levels), no
+    deeper; between the two checks nothing recurses without a guard (the canonical text,
+    the wire form, the hash), and the front end answers with its own errors only."""
+    assert spec_module.MAX_DEPTH == MAX_SCHEMA_DEPTH + 1
+    deepest = ConstraintSpec.of(schema=_nested_not(MAX_SCHEMA_DEPTH))
+    assert ConstraintSpec.parse(deepest.to_json()) == deepest
+    assert hash(deepest) == hash(ConstraintSpec.parse(deepest.to_json()))
+    with contextlib.suppress(CompileBudgetError):  # too deep to translate: corral's error
+        deepest.grammar()
+    too_deep = json.dumps({"schema": _nested_not(MAX_SCHEMA_DEPTH + 1)})
+    with pytest.raises(SpecError, match=r"found more at /schema(/not)+/\.\.\.$"):
+        ConstraintSpec.parse(too_deep)
+    with pytest.raises(SpecError, match="nests too deeply"):
+        ConstraintSpec.of(schema=_nested_not(MAX_SCHEMA_DEPTH + 1))
+    cyclic: dict = {}
+    cyclic["a"] = cyclic
+    with pytest.raises(SpecError, match="nests too deeply"):
+        ConstraintSpec.of(schema=cyclic)
+    # a spec built by hand around a bad source: still a SpecError
+    for method in (ConstraintSpec.to_json, ConstraintSpec.grammar):
+        with pytest.raises(SpecError, match="schema source nests too deeply"):
+            method(ConstraintSpec("schema", DEEP_ARRAY))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            '{"schema": {"type": "object"}, "schema": true}',
+            r"^extra_args\['corral'\] has a repeated key: expected each key of an object "
+            r"once, found 'schema' again at /schema$",
+        ),
+        (
+            '{"regex": "a", "regex": "b"}',
+            "found 'regex' again at /regex$",
+        ),
+        (
+            '{"schema": {"properties": {"a/b": {"type": "string", "type": "integer"}}}}',
+            "found 'type' again at /schema/properties/a~1b/type$",
+        ),
+        (
+            '{"schema": {"enum": [{"k": 1, "k": 2}]}}',
+            "found 'k' again at /schema/enum/0/k$",
+        ),
+        (
+            '{"schema": {"type": "string"}, "options": {"whitespace": "compact", '
+            '"whitespace": "flexible"}}',
+            "found 'whitespace' again at /options/whitespace$",
+        ),
+        (
+            {"schema": '{"required": ["a"], "required": []}'},
+            r"^'schema' has a repeated key: .* found 'required' again at /required$",
+        ),
+    ],
+)
+def test_repeated_keys_are_refused_at_any_depth(value, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        ConstraintSpec.parse(value)
+
+
+def test_repeated_key_in_schema_text_given_to_of() -> None:
+    with pytest.raises(SpecError, match="found 'type' again at /type"):
+        ConstraintSpec.of(schema='{"type": "string", "type": "integer"}')
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (b'{"regex": "\xff"}', r"not UTF-8 text: .* found byte b'\\xff' at offset 11"),
+        ('{"schema": {"const": NaN}}', "expected a JSON value, found NaN"),
+        ('{"schema": {"const": 1e400}}', "expected a finite number, found inf at /schema/const"),
+        ('{"schema": {"const": ' + "1" * 5000 + "}}", "not valid JSON: Exceeds the limit"),
+        (
+            {"schema": {1: "a", "1": "b"}},
+            r"expected string keys, found the key 1 \(int\) at /schema",
+        ),
+        ({"schema": {"const": {1, 2}}}, "found set at /schema/const"),
+        ({"regex": "\ud800"}, r"expected Unicode text, found a lone surrogate '\\ud800' at /regex"),
+    ],
+)
+def test_what_is_not_json_data_is_a_spec_error(value, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        ConstraintSpec.parse(value)
+
+
+def test_extra_args_that_are_not_a_mapping_hold_no_constraint() -> None:
+    assert spec_of(["corral"]) is None  # type: ignore[arg-type]
+    assert spec_of({}) is None
+
+
+# -- the processor's row setup, against stand-ins for the vLLM names it imports ----------
+
+
+@pytest.fixture
+def processor(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """``corral.integrations.vllm.processor`` loaded against stand-ins for the vLLM
+    classes it imports (none is used on the row-setup path), whether or not vLLM is
+    installed; ``sys.modules`` is restored afterwards and the module is never put in it."""
+
+    class MoveDirectionality(enum.Enum):
+        UNIDIRECTIONAL = 0
+        SWAP = 1
+
+    @dataclass
+    class BatchUpdate:
+        batch_size: int
+        removed: list
+        added: list
+        moved: list
+
+    class VLLMValidationError(ValueError):
+        def __init__(self, message: str, parameter: str = "") -> None:
+            super().__init__(message)
+
+    leaves = {
+        "vllm.exceptions": {"VLLMValidationError": VLLMValidationError},
+        "vllm.v1.sample.logits_processor": {
+            "BatchUpdate": BatchUpdate,
+            "MoveDirectionality": MoveDirectionality,
+            "LogitsProcessor": type("LogitsProcessor", (), {}),
+        },
+        "vllm.v1.worker.gpu.sample.logits_processor.interface": {
+            "LogitsProcessor": type("LogitsProcessor", (), {})
+        },
+    }
+    for leaf in leaves:
+        parts = leaf.split(".")
+        for i in range(1, len(parts)):
+            monkeypatch.setitem(
+                sys.modules, ".".join(parts[:i]), types.ModuleType(".".join(parts[:i]))
+            )
+    for leaf, names in leaves.items():
+        module = types.ModuleType(leaf)
+        module.__dict__.update(names)
+        monkeypatch.setitem(sys.modules, leaf, module)
+    path = spec_module.__file__.replace("spec.py", "processor.py")
+    found = importlib.util.spec_from_file_location("corral.integrations.vllm.processor", path)
+    assert found is not None and found.loader is not None
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
+def test_bad_constraint_in_the_worker_fails_its_own_row_only(processor, caplog) -> None:
+    """A request that skipped admission, with a constraint that fails in any way, ends at
+    its next step (only its end token allowed) and is logged; nothing escapes from the
+    engine step, and the other rows are constrained as usual."""
+    vocab = Vocabulary([b"a", b"b", b"0", b"1", b"{", b"}"], eos_token_ids=[5])
+    eos = 5
+    bad = [
+        DEEP_SCHEMA,  # SpecError (was RecursionError)
+        DEEP_ARRAY,
+        '{"schema": {"type": "string"}, "schema": {"type": "integer"}}',  # repeated key
+        '{"schema": "{\\"type\\": 1}"}',  # a bad schema: the compile fails
+        '{"regex": "("}',
+    ]
+
+    class Params:
+        def __init__(self, extra_args, stop_token_ids=(eos,)) -> None:
+            self.extra_args = extra_args
+            self.stop_token_ids = stop_token_ids
+            self.eos_token_id = None
+
+    class Exploding(dict):  # a bug below spec_of: the request fails, the step goes on
+        def __getitem__(self, key):
+            raise KeyError("boom")
+
+    params = [Params({"corral": text}) for text in bad]
+    params.append(Params(Exploding(corral="x")))
+    params.append(Params({"corral": '{"regex": "a"}'}, stop_token_ids=["not a token id"]))
+    params.append(Params({"corral": '{"regex": "[0-9]+"}'}))  # a good one
+    params.append(Params(None))  # unconstrained
+    proc = processor.CorralLogitsProcessor.for_vocabulary(vocab)
+    added = [(i, p, [], []) for i, p in enumerate(params)]
+    with caplog.at_level(logging.ERROR, logger="vllm.corral"):
+        proc.update_state(processor.BatchUpdate(len(params), [], added, []))
+        logits = proc.apply(np.zeros((len(params), vocab.size)))
+    allowed = [np.flatnonzero(np.isfinite(row)).tolist() for row in logits]
+    assert allowed[: len(params) - 2] == [[eos]] * (len(params) - 2)
+    assert allowed[-2] == [2, 3] and allowed[-1] == list(range(vocab.size))
+    log = caplog.text
+    assert log.count("ends now") == len(params) - 2
+    assert "SpecError: extra_args['corral'] nests too deeply" in log
+    assert "found 'schema' again at /schema" in log
+    assert "SchemaError" in log and "GrammarError" in log
+    assert "KeyError: 'boom'" in log and "setting up the request at batch row 5 failed" in log
+    assert "ValueError: invalid literal for int()" in log

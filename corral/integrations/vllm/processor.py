@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -167,18 +168,29 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
         return self._rows
 
     def _new_row(self, index: int, params: Any, output: list[int]) -> Row | None:
+        """The row of a request entering the batch (``None``: it has no constraint).
+
+        Never raises: admission checks the constraint, and a request that skipped it (or
+        that fails here for any other reason) gets a failed row, which ends that request
+        only (fail closed) with the reason logged. A corral error is the reason as it
+        stands; any other exception, a bug, is named with its type and logged with its
+        traceback.
+        """
         try:
             spec = spec_of(getattr(params, "extra_args", None))
-        except SpecError as e:  # admission checks this; a request that skipped it fails
-            return _failed_row(index, params, output, str(e))
-        if spec is None:
-            return None
-        return Row(
-            label=f"constrained request ({spec.kind}) at batch row {index}",
-            grammar=self._compile(spec),
-            output=output,
-            end_ids=_end_ids(params),
-        )
+            if spec is None:
+                return None
+            return Row(
+                label=f"constrained request ({spec.kind}) at batch row {index}",
+                grammar=self._compile(spec),
+                output=output,
+                end_ids=_end_ids(params),
+            )
+        except CorralError as e:  # SpecError and the like: the request's own fault
+            return _failed_row(index, params, output, e)
+        except Exception as e:  # a bug: this request fails, visibly; the engine step goes on
+            log.exception("corral: setting up the request at batch row %d failed", index)
+            return _failed_row(index, params, output, e)
 
     def _compile(self, spec: ConstraintSpec) -> Future[Any]:
         """A future of ``spec``'s compiled grammar. Requests with the same spec share a
@@ -197,7 +209,7 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
 
 def _has_constraint(params: Any) -> bool:
     extra = getattr(params, "extra_args", None)
-    return extra is not None and KEY in extra
+    return isinstance(extra, Mapping) and KEY in extra
 
 
 def _end_ids(params: Any) -> frozenset[int]:
@@ -209,14 +221,17 @@ def _end_ids(params: Any) -> frozenset[int]:
     return frozenset(int(t) for t in ids)
 
 
-def _failed_row(index: int, params: Any, output: list[int], reason: str) -> Row:
+def _failed_row(index: int, params: Any, output: list[int], error: Exception) -> Row:
+    """A row that ends its request at its next step; the row's log line names ``error``
+    by its type and text."""
     failed: Future[Any] = Future()
-    failed.set_exception(SpecError(reason))
+    failed.set_exception(error)
+    try:
+        end_ids = _end_ids(params)
+    except Exception:  # unreadable stop tokens: the vocabulary's EOS ids end it instead
+        end_ids = frozenset()
     return Row(
-        label=f"request at batch row {index}",
-        grammar=failed,
-        output=output,
-        end_ids=_end_ids(params),
+        label=f"request at batch row {index}", grammar=failed, output=output, end_ids=end_ids
     )
 
 

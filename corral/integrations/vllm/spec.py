@@ -12,13 +12,19 @@ Exactly one of ``schema`` (a JSON object or boolean, or JSON text of one), ``gra
 (Lark text) and ``regex`` (a Python ``re`` pattern, matched in full); ``options`` holds
 the JSON Schema compile options of :class:`corral.grammar.json_schema.Options`; ``start``
 names a Lark grammar's start rule. Anything else is refused with a :class:`SpecError`
-naming it. This module does not import vLLM.
+naming it: text that is not UTF-8 JSON, a key repeated in any object (in the schema too),
+values that are not JSON data, and nesting deeper than :data:`MAX_DEPTH` levels of
+objects and arrays (a schema may nest
+:data:`~corral.grammar.json_schema.load.MAX_SCHEMA_DEPTH` levels, the JSON Schema front
+end's own limit). No input makes reading a spec raise anything else. This module does
+not import vLLM.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +34,13 @@ KEY = "corral"
 """The key of ``SamplingParams.extra_args`` (and of ``vllm_xargs``) that holds a constraint."""
 
 _KINDS = ("schema", "grammar", "regex")
+
+MAX_DEPTH = 129
+"""Deepest nesting of objects and arrays in a constraint object: the object itself and a
+schema of :data:`corral.grammar.json_schema.load.MAX_SCHEMA_DEPTH` (128) levels, the
+front end's limit."""
+
+_WHAT = f"extra_args[{KEY!r}]"
 
 
 class SpecError(CorralError, ValueError):
@@ -63,14 +76,13 @@ class ConstraintSpec:
         """The spec of ``extra_args["corral"]`` (JSON text or a mapping).
 
         Raises:
-            SpecError: not JSON, not an object, no or several kinds, unknown keys or
-                options, values of the wrong type.
+            SpecError: not UTF-8 JSON, a repeated key, not JSON data, nested deeper than
+                :data:`MAX_DEPTH`, not an object, no or several kinds, unknown keys or
+                options, values of the wrong type. Nothing else, whatever ``value`` is.
         """
-        if isinstance(value, (str, bytes)):
-            try:
-                value = json.loads(value)
-            except ValueError as e:
-                raise SpecError(f"extra_args[{KEY!r}] is not valid JSON: {e}") from None
+        if isinstance(value, Mapping) and not isinstance(value, dict):
+            value = dict(value)
+        value = _json_data(value, _WHAT, MAX_DEPTH)
         if not isinstance(value, Mapping):
             raise SpecError(
                 f"extra_args[{KEY!r}] must be a JSON object such as "
@@ -132,10 +144,17 @@ class ConstraintSpec:
         if schema is not None:
             from ...grammar.json_schema.load import as_schema
 
-            try:
-                body = as_schema(schema)
-            except (TypeError, ValueError) as e:
-                raise SpecError(str(e)) from None
+            body = schema
+            if not isinstance(schema, (str, bytes)):  # JSON text is read by parse
+                try:
+                    body = as_schema(schema)
+                except (TypeError, ValueError) as e:
+                    raise SpecError(str(e)) from None
+                except RecursionError:
+                    raise SpecError(
+                        "schema= could not be turned into a JSON Schema: it nests beyond "
+                        "Python's recursion limit"
+                    ) from None
             return cls.parse({"schema": body, "options": schema_options or None})
         if schema_options:
             raise SpecError(f"options {sorted(schema_options)} apply to schema= only")
@@ -145,7 +164,7 @@ class ConstraintSpec:
 
     def to_json(self) -> str:
         """The wire form: JSON text for ``extra_args["corral"]`` / ``vllm_xargs``."""
-        body = json.loads(self.source) if self.kind == "schema" else self.source
+        body = _schema_source(self.source) if self.kind == "schema" else self.source
         out: dict[str, Any] = {self.kind: body}
         if self.kind == "schema" and self.options:
             out["options"] = dict(self.options)
@@ -168,7 +187,8 @@ class ConstraintSpec:
         elif self.kind == "grammar":
             source = frontends.source("lark", self.source, start=dict(self.options)["start"])
         else:
-            source = frontends.source("json-schema", json.loads(self.source), **dict(self.options))
+            schema = _schema_source(self.source)
+            source = frontends.source("json-schema", schema, **dict(self.options))
         return default_cache.grammar_of(source)
 
     def compile(self, vocab: Any) -> Any:
@@ -181,10 +201,7 @@ class ConstraintSpec:
 
 def _schema_text(body: Any) -> str:
     if isinstance(body, (str, bytes)):
-        try:
-            body = json.loads(body)
-        except ValueError as e:
-            raise SpecError(f"'schema' is not valid JSON: {e}") from None
+        body = _json_data(body, "'schema'", MAX_DEPTH - 1)
     if not isinstance(body, (dict, bool)):
         raise SpecError(
             f"'schema' must be a JSON object or boolean (or JSON text of one), not "
@@ -193,8 +210,163 @@ def _schema_text(body: Any) -> str:
     try:
         # key order is kept: it is the order properties are written in
         return json.dumps(body, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise SpecError(f"'schema' is not JSON data: {e}") from None
+    except (TypeError, ValueError, RecursionError, MemoryError) as e:
+        raise SpecError(f"'schema' is not JSON data: {type(e).__name__}: {e}") from None
+
+
+def _schema_source(source: str) -> Any:
+    """A spec's schema source read back (written by :func:`_schema_text`, or given to the
+    constructor by hand: then its errors are :class:`SpecError` too)."""
+    return _json_data(source, "the spec's schema source", MAX_DEPTH - 1, check=False)
+
+
+class _RepeatedKey(dict):  # type: ignore[type-arg]
+    """A JSON object in which ``key`` appears more than once (refused by :func:`_check`)."""
+
+    key: str
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    for k, _ in pairs:
+        if k in seen:
+            break
+        seen.add(k)
+    marked = _RepeatedKey(obj)
+    marked.key = k
+    return marked
+
+
+def _not_json(name: str) -> Any:
+    raise SpecError(f"expected a JSON value, found {name}")
+
+
+def _json_data(value: Any, what: str, max_depth: int, *, check: bool = True) -> Any:
+    """``value`` as JSON data: JSON text (``str``, or UTF-8 ``bytes``) is parsed; with
+    ``check``, the data is checked (:func:`_check`). The one place a request's JSON is read.
+
+    Raises:
+        SpecError: naming ``what``, for anything that is not JSON data nested at most
+            ``max_depth`` levels of objects and arrays, with each key once per object
+            (never ``RecursionError``, ``MemoryError`` or ``UnicodeError``).
+    """
+    if isinstance(value, (str, bytes)):
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError as e:
+                bad = e.object[e.start : e.start + 1]
+                raise SpecError(
+                    f"{what} is not UTF-8 text: expected JSON text in UTF-8, found byte "
+                    f"{bad!r} at offset {e.start}"
+                ) from None
+        try:
+            if check:
+                value = json.loads(value, object_pairs_hook=_object, parse_constant=_not_json)
+            else:
+                value = json.loads(value)
+        except SpecError as e:
+            raise SpecError(f"{what} is not valid JSON: {e}") from None
+        except RecursionError:
+            raise SpecError(
+                _too_deep(what, max_depth, "more than the JSON parser can read")
+            ) from None
+        except MemoryError:
+            raise SpecError(
+                f"{what} is too large to read: the JSON parser ran out of memory"
+            ) from None
+        except ValueError as e:  # JSONDecodeError, an integer of too many digits
+            raise SpecError(f"{what} is not valid JSON: {e}") from None
+    if check:
+        _check(value, what, max_depth)
+    return value
+
+
+def _too_deep(what: str, max_depth: int, found: str) -> str:
+    note = f" (the object and {MAX_DEPTH - 1} in its schema)" if max_depth == MAX_DEPTH else ""
+    return (
+        f"{what} nests too deeply: expected at most {max_depth} levels of objects and "
+        f"arrays{note}, found {found}"
+    )
+
+
+def _check(value: Any, what: str, max_depth: int) -> None:
+    """Refuse, with its JSON pointer in ``value``, what is not JSON data: a key repeated
+    in an object (marked by :func:`_object`), a key that is not a string, a value that is
+    not a dict, list, tuple, string, int, finite float, bool or ``None``, text that is not
+    Unicode (a lone surrogate), nesting deeper than ``max_depth``. Iterative: any depth
+    and any cycle (it nests deeper than ``max_depth``) is refused without recursion.
+    Pointers are spelled only for a refusal (a path is a linked ``(parent, key)`` pair)."""
+    Path = tuple[Any, Any] | None
+
+    def pointer(path: Path) -> str:
+        from ...grammar.json_schema.load import pointer_join
+
+        keys = []
+        while path is not None:
+            path, key = path
+            keys.append(key)
+        return pointer_join("", *reversed(keys)) or "/"
+
+    def refuse(expected: str, found: str, path: Path) -> SpecError:
+        return SpecError(
+            f"{what} is not JSON data: expected {expected}, found {found} at {pointer(path)}"
+        )
+
+    def scalar(x: Any, path: Path) -> bool:
+        """Check ``x`` if it is a scalar (``False``: a container or not JSON data)."""
+        t = type(x)
+        if t is str or isinstance(x, str):
+            if not x.isascii():
+                try:
+                    x.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise refuse("Unicode text", f"a lone surrogate {x[e.start]!r}", path) from None
+            return True
+        if t is int or t is bool or x is None or isinstance(x, int):
+            return True
+        if t is float or isinstance(x, float):
+            if not math.isfinite(x):
+                raise refuse("a finite number", repr(x), path)
+            return True
+        return False
+
+    stack: list[tuple[Any, Path, int]] = [(value, None, 1)]
+    while stack:
+        v, path, depth = stack.pop()
+        if scalar(v, path):
+            continue
+        if not isinstance(v, (dict, list, tuple)):
+            raise refuse(
+                "an object, array, string, number, boolean or null", type(v).__name__, path
+            )
+        if isinstance(v, _RepeatedKey):
+            raise SpecError(
+                f"{what} has a repeated key: expected each key of an object once, found "
+                f"{v.key!r} again at {pointer((path, v.key))}"
+            )
+        if depth > max_depth:
+            where = pointer(path)
+            if len(where) > 200:
+                where = where[: max(1, where.rfind("/", 0, 200))] + "/..."
+            raise SpecError(_too_deep(what, max_depth, f"more at {where}"))
+        containers: list[tuple[Any, Path, int]] = []
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if type(k) is not str and not isinstance(k, str):
+                    raise refuse("string keys", f"the key {k!r} ({type(k).__name__})", path)
+                if not k.isascii():
+                    scalar(k, path)  # a key's text: refused at its object's pointer
+                if not scalar(x, (path, k)):
+                    containers.append((x, (path, k), depth + 1))
+        else:
+            for i, x in enumerate(v):
+                if not scalar(x, (path, i)):
+                    containers.append((x, (path, i), depth + 1))
+        stack.extend(reversed(containers))
 
 
 def _schema_options(options: Any) -> tuple[tuple[str, Any], ...]:
@@ -214,7 +386,12 @@ def _schema_options(options: Any) -> tuple[tuple[str, Any], ...]:
 
 
 def spec_of(extra_args: Mapping[str, Any] | None) -> ConstraintSpec | None:
-    """The constraint in ``extra_args`` (``None`` when it has no ``"corral"`` key)."""
-    if not extra_args or KEY not in extra_args:
+    """The constraint in ``extra_args`` (``None`` when it is not a mapping with a
+    ``"corral"`` key).
+
+    Raises:
+        SpecError: as :meth:`ConstraintSpec.parse`, and nothing else.
+    """
+    if not isinstance(extra_args, Mapping) or KEY not in extra_args:
         return None
     return ConstraintSpec.parse(extra_args[KEY])
