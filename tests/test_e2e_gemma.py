@@ -25,6 +25,20 @@ def gemma():  # type: ignore[no-untyped-def]
     return resolve_model("gemma3-270m")
 
 
+def test_generate_warns_of_nothing(gemma) -> None:  # type: ignore[no-untyped-def]
+    """transformers 5.24 deprecates ``past_key_values`` (now ``cache``) with a
+    ``FutureWarning`` at every forward: corral passes the argument the model takes."""
+    import warnings
+
+    model, tok = gemma
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = corral.generate(model, "Her age: ", regex=r"[0-9]{2}", tokenizer=tok,
+                                max_new_tokens=4)  # fmt: skip
+    assert len(value) == 2
+    assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
+
+
 def test_generate_extracts_a_valid_record(gemma) -> None:  # type: ignore[no-untyped-def]
     model, tok = gemma
     result = corral.generate(model, PROMPT.format(text=TEXTS[0]), schema=SCHEMA, tokenizer=tok,

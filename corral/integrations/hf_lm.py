@@ -7,6 +7,7 @@ torch is imported when a method runs, never at import.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,9 +46,11 @@ class HFCausalLM:
         model: the model; with ``kv_cache=False`` anything called as
             ``model(input_ids=int64 [1, n])`` and returning ``.logits [1, n, V]``.
         prompt: token ids read before every prefix.
-        kv_cache: :meth:`extend` reads only the new tokens, with the model's KV cache;
-            ``False``: it reads the whole sequence again at every call (for models that
-            keep no cache).
+        kv_cache: :meth:`extend` reads only the new tokens, with the model's KV cache
+            (passed as ``cache``, or as ``past_key_values`` where that is the name the
+            model's forward declares or its output uses: ``transformers`` before the
+            rename); ``False``: it reads the whole sequence again at every call (for
+            models that keep no cache).
 
     Logits come back at least as ``float32`` (lower precisions are cast); ``next_logits``
     on the CPU, ``extend`` on the model's device. Forward passes run without gradients.
@@ -58,6 +61,7 @@ class HFCausalLM:
         self.prompt = [int(t) for t in prompt]
         self.kv_cache = kv_cache
         self.device = _device(model)
+        self._cache_arg = _cache_parameter(model)  # None: the name the output uses
 
     def next_logits(self, prefixes: Sequence[Sequence[int]]) -> Any:
         """``float32 [N, V]`` on the CPU: one batched forward pass over ``prompt + prefix``
@@ -85,15 +89,43 @@ class HFCausalLM:
                 seq = (self.prompt if state is None else state.tokens) + feed
                 out = self.model(input_ids=torch.tensor([seq], device=self.device))
                 return _at_least_float32(out.logits[0, -1]), _Read(seq)
-            past = None if state is None else state.past
+            cache: dict[str, Any] = {}
             if state is None:
                 feed = self.prompt + feed
+            else:
+                cache[self._cache_arg or "past_key_values"] = state.past
             out = self.model(
-                input_ids=torch.tensor([feed], device=self.device),
-                past_key_values=past,
-                use_cache=True,
+                input_ids=torch.tensor([feed], device=self.device), use_cache=True, **cache
             )
-        return _at_least_float32(out.logits[0, -1]), _Cache(out.past_key_values)
+        name, past = _returned_cache(out)
+        if self._cache_arg is None:
+            self._cache_arg = name
+        return _at_least_float32(out.logits[0, -1]), _Cache(past)
+
+
+_CACHE_NAMES = ("cache", "past_key_values")
+"""The names of a model forward's KV cache argument and output field: ``cache`` in
+``transformers`` since it renamed ``past_key_values``; the old name still works there, with
+a ``FutureWarning``, and is the only one in older versions (``transformers>=4.40``)."""
+
+
+def _cache_parameter(model: Any) -> str | None:
+    """The name ``model``'s forward declares for its KV cache (:data:`_CACHE_NAMES`), or
+    ``None`` when it declares neither (a forward taking ``**kwargs``, or one that cannot be
+    inspected): then the first output says which name the model uses."""
+    try:
+        params = inspect.signature(getattr(model, "forward", model)).parameters
+    except (TypeError, ValueError):
+        return None
+    return next((n for n in _CACHE_NAMES if n in params), None)
+
+
+def _returned_cache(out: Any) -> tuple[str, Any]:
+    """``(name, KV cache)`` of a forward's output: its ``cache`` field when it has one, else
+    ``past_key_values`` (read only then: newer outputs log a deprecation when it is read)."""
+    if hasattr(out, "cache"):
+        return "cache", out.cache
+    return "past_key_values", out.past_key_values
 
 
 def _at_least_float32(x: Any) -> Any:
