@@ -26,18 +26,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    ArgumentTypeError,
     CompileBudgetError,
     CorralError,
     EmptyLanguageError,
     GrammarError,
     IncompleteGenerationError,
+    InvalidArgumentError,
     Location,
     MatcherStateError,
     PromptTooLongError,
+    ShapeError,
     TokenizerError,
     TokenRejectedError,
     UnsupportedFeatureError,
     ValidationFailedError,
+    VocabularyMismatchError,
 )
 
 __version__ = "0.1.0"
@@ -68,6 +72,7 @@ _LAZY = {
 
 __all__ = [
     "CompileBudgetError",
+    "ArgumentTypeError",
     "CompiledGrammar",
     "Compiler",
     "CompletionChecker",
@@ -80,16 +85,19 @@ __all__ = [
     "IncompleteGenerationError",
     "Infill",
     "Location",
+    "InvalidArgumentError",
     "Matcher",
     "MatcherStateError",
     "PromptTooLongError",
     "SchemaError",
     "TokenRejectedError",
+    "ShapeError",
     "TokenizerError",
     "UnsupportedFeatureError",
     "ValidationFailedError",
     "Vocabulary",
     "allocate_bitmask",
+    "VocabularyMismatchError",
     "apply_token_bitmask_inplace",
     "bitmask_to_bool",
     "compile",

@@ -7,7 +7,7 @@ models and vocabularies all live in one of these, each owned by the object that 
 (a :class:`corral.Compiler`, a generation session), so each can be sized and cleared on
 its own.
 
-This module imports nothing from the rest of the package.
+This module imports nothing from the rest of the package but :mod:`corral.errors`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
+
+from .errors import InvalidArgumentError
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -44,9 +46,14 @@ class BoundedCache(Generic[K, V]):
         size_of: Callable[[V], int] | None = None,
     ) -> None:
         if max_entries < 0:
-            raise ValueError(f"max_entries must be >= 0, not {max_entries}")
-        if max_bytes is not None and (max_bytes < 0 or size_of is None):
-            raise ValueError("max_bytes must be >= 0 and needs size_of")
+            raise InvalidArgumentError(f"max_entries must be >= 0, got {max_entries}")
+        if max_bytes is not None and max_bytes < 0:
+            raise InvalidArgumentError(f"max_bytes must be >= 0, got {max_bytes}")
+        if max_bytes is not None and size_of is None:
+            raise InvalidArgumentError(
+                f"max_bytes={max_bytes} needs size_of (a function giving a value's bytes), "
+                "got size_of=None"
+            )
         self.max_entries = int(max_entries)
         self.max_bytes = None if max_bytes is None else int(max_bytes)
         self._size_of = size_of

@@ -1,8 +1,14 @@
 """The exception hierarchy of corral.
 
-Every error corral raises on purpose derives from :class:`CorralError`. Errors caused by
-bad input (a malformed grammar, an unsupported feature, a wrong tensor shape) also derive
-from :class:`ValueError`, so callers that already catch ``ValueError`` keep working.
+Every error corral raises on purpose derives from :class:`CorralError`. Misuse of the API
+is refused with a subclass that also derives from the builtin a Python programmer expects,
+and its message gives the expected and the actual value: :class:`InvalidArgumentError`
+(a ``ValueError``: a wrong size, index, count or option) and its :class:`ShapeError` (a
+tensor of the wrong shape, dtype, device, layout, rows or width),
+:class:`ArgumentTypeError` (a ``TypeError``), and :class:`VocabularyMismatchError` (a
+:class:`TokenizerError`: a grammar, matcher or bitmask used with another vocabulary).
+Errors caused by bad input (a malformed grammar, an unsupported feature) also derive from
+:class:`ValueError`, so ``except ValueError`` and ``except TypeError`` keep working.
 
 "Invalid" and "unsupported" are different classes: a :class:`GrammarError` means the input
 is not a well-formed grammar or regex; an :class:`UnsupportedFeatureError` means it is
@@ -21,16 +27,20 @@ import contextlib
 from collections.abc import Iterator
 
 __all__ = [
+    "ArgumentTypeError",
     "CacheWarning",
     "CompileBudgetError",
     "CorralError",
     "EmptyLanguageError",
     "GrammarError",
+    "InvalidArgumentError",
     "Location",
     "MatcherStateError",
+    "ShapeError",
     "TokenRejectedError",
     "TokenizerError",
     "UnsupportedFeatureError",
+    "VocabularyMismatchError",
     "caret_snippet",
     "refusing_raw_errors",
 ]
@@ -173,7 +183,10 @@ class GrammarError(CorralError, ValueError):
         if location is None and (line is not None or column is not None or snippet):
             location = Location(line=line, column=column, snippet=snippet)
         elif location is not None and (line is not None or column is not None or snippet):
-            raise TypeError("give either location or line/column/snippet, not both")
+            raise ArgumentTypeError(
+                "give either location or line/column/snippet, not both: got location="
+                f"{location!r} and line={line!r}, column={column!r}, snippet={snippet!r}"
+            )
         self.message = message
         self.location = location
         where = f" (line {self.line}, column {self.column})" if self.line is not None else ""
@@ -226,8 +239,31 @@ class CompileBudgetError(CorralError):
     """Compilation would exceed a configured budget (automaton states, time, memory)."""
 
 
+class InvalidArgumentError(CorralError, ValueError):
+    """An argument has a wrong value: a size, an index, a negative count, an option out of
+    range. The message gives the expected and the actual value."""
+
+
+class ShapeError(InvalidArgumentError):
+    """A tensor or array has the wrong shape, dtype, device, memory layout, row count or
+    width (bitmasks, logits, token-id batches). The message gives the expected and the
+    actual one, e.g. ``bitmask must be int32 [batch, ceil(vocab_size/32)] = [2, 4009], got
+    int64 [2, 4009]``."""
+
+
+class ArgumentTypeError(CorralError, TypeError):
+    """An argument of the wrong type: a list where a tensor is needed, a ``str`` where an
+    ``int`` is needed, a ``bool`` passed as an ``int``. The message names the expected type
+    and the value given."""
+
+
 class TokenizerError(CorralError, ValueError):
     """A tokenizer cannot be turned into an exact byte-level vocabulary, or does not match."""
+
+
+class VocabularyMismatchError(TokenizerError):
+    """A compiled grammar, matcher or bitmask is used with another vocabulary (another
+    tokenizer, or logits narrower than the vocabulary the grammar was compiled for)."""
 
 
 class TokenRejectedError(CorralError, ValueError):

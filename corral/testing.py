@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .errors import InvalidArgumentError
+
 __all__ = [
     "ExactDenoiser",
     "NGramLM",
@@ -49,7 +51,7 @@ class NGramLM:
         self, tokens: Sequence[str], *, order: int = 2, seed: int = 0, concentration: float = 0.7
     ) -> None:
         if order < 1:
-            raise ValueError("order must be >= 1")
+            raise InvalidArgumentError(f"order must be >= 1, got {order}")
         self.tokens = list(tokens)
         self.eos_id = len(self.tokens) - 1
         self.order = order
@@ -186,7 +188,10 @@ def _sequences(
                 out[tuple(prefix)] = float(np.exp(lq))
                 continue
             if len(prefix) == max_tokens:
-                raise ValueError(f"sequences longer than {max_tokens} tokens exist")
+                raise InvalidArgumentError(
+                    f"max_tokens must bound the grammar's sequences, got {max_tokens}: "
+                    f"sequences longer than {max_tokens} tokens exist"
+                )
             m.consume(t)
             visit([*prefix, t], lq)
             m.rollback(1)
@@ -201,8 +206,9 @@ def constrained_sequences(
     """Every complete token sequence of the grammar (EOS excluded) up to ``max_tokens``
     tokens, with its model probability ``P(s) = prod P(t | prefix) * P(EOS | s)``.
 
-    Raises ``ValueError`` if a grammatical prefix of ``max_tokens`` tokens can still go on
-    (the language is longer than the bound: the enumeration would be incomplete).
+    Raises :class:`~corral.errors.InvalidArgumentError` if a grammatical prefix of
+    ``max_tokens`` tokens can still go on (the language is longer than the bound: the
+    enumeration would be incomplete).
     """
     return _sequences(lm, compiled, max_tokens, renormalise=False)
 

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from ..caching import BoundedCache
-from ..errors import CacheWarning
+from ..errors import ArgumentTypeError, CacheWarning
 from ..grammar import frontends
 from ..grammar.frontends import Source
 from ..grammar.ir import Grammar
+from .bitmask import as_int
 from .compiled import CompiledGrammar
 from .vocabulary import Vocabulary
 
@@ -132,7 +133,7 @@ _NO_CACHE = CompileCache(0, 0, 0)
 
 def _check_vocab(vocab: Any) -> None:
     if not isinstance(vocab, Vocabulary):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"vocab must be a corral.Vocabulary (e.g. Vocabulary.from_hf(tokenizer)), "
             f"not {type(vocab).__name__}"
         )
@@ -169,6 +170,10 @@ class Compiler:
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         _check_vocab(vocab)
+        max_grammars = as_int(max_grammars, "max_grammars", minimum=0)
+        max_bytes = as_int(max_bytes, "max_bytes", minimum=0)
+        if max_sources is not None:
+            max_sources = as_int(max_sources, "max_sources", minimum=0)
         self.vocab = vocab
         self.precompute = precompute
         self.cache_dir = cache_dir

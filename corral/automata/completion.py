@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import UnsupportedFeatureError
+from ..errors import InvalidArgumentError, UnsupportedFeatureError
 from .kernels.layout import H_BYTE_CLASS, OP_GAP, OP_OPT, OP_SPECIAL
 from .vocabulary import EOS, NORMAL, SPECIAL
 
@@ -120,9 +120,9 @@ class CompletionChecker:
         for i, t in enumerate(slots):  # one pass: the slots' validity and the first EOS
             if t < 0:
                 if t < MASK_OPT:
-                    raise _bad_slot(i, t)
+                    raise _bad_slot(i, t, size)
             elif t >= size:
-                raise _bad_slot(i, t)
+                raise _bad_slot(i, t, size)
             elif kinds[t] == EOS:
                 end = i
                 break
@@ -262,11 +262,16 @@ class CompletionChecker:
         output stays completable without it.
 
         Raises:
-            ValueError: ``slots`` cannot be completed.
+            InvalidArgumentError: ``slots`` cannot be completed, or a slot holds neither a
+                token id nor ``MASK``/``MASK_OPT``.
         """
         out = _read_slots(slots, self.compiled.vocab_size)
         if not self.check(out):
-            raise ValueError("the partial output cannot be completed")
+            raise InvalidArgumentError(
+                "the partial output cannot be completed: expected slots that some filling "
+                f"completes in the grammar, got {len(out)} slots "
+                f"({out.count(MASK) + out.count(MASK_OPT)} unknown) that none does"
+            )
         eos = self.compiled.vocab.eos_token_ids
         fallback = ([eos[0]] if eos else []) + [self.byte_token[int(b)] for b in self.class_bytes]
         done: list[int] = []  # the filled slots before ``i``
@@ -350,18 +355,21 @@ def _read_slots(slots: Sequence[int], size: int, first: int = 0) -> list[int]:
     (``first``: the index of ``slots[0]``, for the error message).
 
     Raises:
-        ValueError: a slot holds anything else.
+        InvalidArgumentError: a slot holds anything else.
     """
     out = [int(t) for t in slots]
     if out and (min(out) < MASK_OPT or max(out) >= size):
         for i, t in enumerate(out):
             if not (0 <= t < size or t in (MASK, MASK_OPT)):
-                raise _bad_slot(first + i, t)
+                raise _bad_slot(first + i, t, size)
     return out
 
 
-def _bad_slot(i: int, t: int) -> ValueError:
-    return ValueError(f"slot {i} holds token id {t}, outside the vocabulary")
+def _bad_slot(i: int, t: int, size: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"slot {i} holds token id {t}, outside the vocabulary: expected an id in "
+        f"[0, {size}), MASK ({MASK}) or MASK_OPT ({MASK_OPT})"
+    )
 
 
 def completion_checker(compiled: CompiledGrammar) -> CompletionChecker | RegularChecker:

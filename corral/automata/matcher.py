@@ -14,8 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import CompileBudgetError, CorralError, MatcherStateError, TokenRejectedError
-from .bitmask import as_int, as_int_list, as_numpy_bitmask
+from ..errors import (
+    CompileBudgetError,
+    CorralError,
+    MatcherStateError,
+    TokenRejectedError,
+)
+from .bitmask import as_int, as_int_list, bitmask_row
 from .chart import Chart
 from .kernels import earley, mask
 from .kernels.layout import C_SCRATCH2, ERR_MEMO, FRAME_COLS, MEMO_COLS, MEMO_SIZE, S_HASH
@@ -82,13 +87,13 @@ class Matcher:
         ``out``: ``int32 [batch, ceil(V/32)]`` (NumPy or CPU torch), bit set = allowed;
         ``row``: an integer in ``0 .. batch-1``. EOS tokens are allowed exactly when
         :meth:`is_accepting`; after EOS only EOS is allowed.
+
+        Raises:
+            ShapeError: ``out`` of another dtype, width, device or layout.
+            InvalidArgumentError: ``row`` outside the bitmask's batch.
+            ArgumentTypeError: ``out`` is not an array or tensor, ``row`` not an integer.
         """
-        if type(row) is not int:
-            row = as_int(row, "row")
-        arr = as_numpy_bitmask(out, self.compiled.vocab_size)
-        if not 0 <= row < arr.shape[0]:
-            raise ValueError(f"row {row} is outside the bitmask's batch of {arr.shape[0]}")
-        self.fill_row(arr[row].view(np.uint32))
+        self.fill_row(bitmask_row(out, self.compiled.vocab_size, row))
 
     def fill_row(self, dst: np.ndarray, n_sets: int | None = None) -> None:
         """Write into ``dst`` (``uint32 [ceil(V/32)]``, overwritten) the tokens allowed
@@ -167,8 +172,8 @@ class Matcher:
     def consume(self, token_id: int) -> None:
         """Advance by one token; raise :class:`TokenRejectedError` if it is not allowed.
 
-        ``token_id``: an integer (``int`` or a NumPy integer; ``TypeError`` otherwise, a
-        ``bool`` included). On rejection the matcher is unchanged.
+        ``token_id``: an integer (``int`` or a NumPy integer; ``ArgumentTypeError``, a
+        ``TypeError``, otherwise, a ``bool`` included). On rejection the matcher is unchanged.
         """
         tid = token_id if type(token_id) is int else as_int(token_id, "token_id")
         c = self.compiled
@@ -213,7 +218,8 @@ class Matcher:
         """Consume several tokens; on a rejection, the tokens before it stay consumed.
 
         ``token_ids``: a sequence of integer ids (a list, or a 1-D NumPy or torch integer
-        array); anything else raises ``TypeError`` before any token is consumed.
+        array); anything else raises ``ArgumentTypeError`` (a ``TypeError``) before any
+        token is consumed.
         """
         for t in as_int_list(token_ids, "token_ids"):
             self.consume(t)
@@ -258,8 +264,8 @@ class Matcher:
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
-        """Undo the last ``num_tokens`` consumed tokens (an integer; ``TypeError``
-        otherwise, a ``bool`` included)."""
+        """Undo the last ``num_tokens`` consumed tokens (an integer; ``ArgumentTypeError``
+        otherwise, a ``bool`` included; ``MatcherStateError`` beyond those consumed)."""
         if type(num_tokens) is not int:
             num_tokens = as_int(num_tokens, "num_tokens")
         if num_tokens < 0 or num_tokens > len(self._history):

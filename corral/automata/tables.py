@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from ..grammar.follow import follow_terminals, nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
 from ..grammar.regex.dfa import ByteDFA, column_classes
@@ -391,8 +392,12 @@ def _lexer_table(
     for i in sparse_idx:
         d = dfas[i]
         assert isinstance(d, SparseDFA)
-        if grammar.terminals[term_names[i]].end_blocked is not None:
-            raise ValueError(f"terminal {term_names[i]}: a sparse automaton cannot block ends")
+        t_blocked = grammar.terminals[term_names[i]].end_blocked
+        if t_blocked is not None:
+            raise InvalidArgumentError(
+                f"terminal {term_names[i]}: a sparse automaton cannot block ends: expected "
+                f"end_blocked=None, got an array of shape {list(t_blocked.shape)}"
+            )
         if term_names[i] in special_terms:
             continue  # matched by its special token only, never by bytes
         o = int(starts[i])

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TokenizerError
+from ..errors import InvalidArgumentError, TokenizerError
 from .bitmask import as_int, as_int_list
 from .kernels.layout import TrieArrays, TrieRuns
 from .state_cache import StateCacheStore
@@ -154,7 +154,8 @@ class Vocabulary:
             ``len(token_bytes)`` are padding and never allowed.
 
     Ids and sizes are integers (``int`` or NumPy integers); anything else, a ``bool``
-    included, raises ``TypeError``.
+    included, raises :class:`~corral.errors.ArgumentTypeError` (a ``TypeError``); a
+    ``vocab_size`` below 1, :class:`~corral.errors.InvalidArgumentError`.
     """
 
     def __init__(
@@ -167,9 +168,9 @@ class Vocabulary:
         family: str = "custom",
     ) -> None:
         n_tok = len(token_bytes)
-        size = n_tok if vocab_size is None else as_int(vocab_size, "vocab_size")
+        size = n_tok if vocab_size is None else as_int(vocab_size, "vocab_size", minimum=1)
         if size <= 0:
-            raise TokenizerError(f"vocabulary size must be positive, got {size}")
+            raise TokenizerError("a vocabulary needs at least one token, got none")
         eos = sorted(set(as_int_list(eos_token_ids, "eos_token_ids")))
         special = set(as_int_list(special_ids, "special_ids"))
         if size < n_tok:
@@ -228,7 +229,8 @@ class Vocabulary:
             tokenizer: a ``transformers`` tokenizer with a ``tokenizers`` backend.
             vocab_size: the model's logits width (``model.config.vocab_size``) when it
                 differs from the tokenizer; extra ids are padding and never allowed. An
-                integer (``TypeError`` otherwise, e.g. for ``"128300"`` or ``True``).
+                integer (``ArgumentTypeError``, a ``TypeError``, otherwise, e.g. for
+                ``"128300"`` or ``True``).
             eos_token_ids: an id or ids that end generation (e.g.
                 ``model.generation_config.eos_token_id``); default: the tokenizer's
                 ``eos_token_id``.
@@ -252,8 +254,8 @@ class Vocabulary:
         else:
             eos = as_int_list(eos_token_ids, "eos_token_ids")
         if added_tokens not in ("whitespace", "all", "none"):
-            raise ValueError(
-                f"added_tokens must be 'whitespace', 'all' or 'none', not {added_tokens!r}"
+            raise InvalidArgumentError(
+                f"added_tokens must be 'whitespace', 'all' or 'none', got {added_tokens!r}"
             )
         info = extract(tokenizer)
         special = set(info.special)
@@ -286,11 +288,17 @@ class Vocabulary:
         )
 
     def _id(self, token_id: Any) -> int:
-        """``token_id`` checked: an integer (``TypeError``) in ``0 .. size-1`` (``ValueError``)."""
+        """``token_id`` checked: an integer (``ArgumentTypeError``) in ``0 .. size-1``
+        (``InvalidArgumentError``)."""
         tid = token_id if type(token_id) is int else as_int(token_id, "token_id")
         if not 0 <= tid < self.size:
-            raise ValueError(f"token id {tid} is outside the vocabulary (size {self.size})")
+            raise self._outside(tid)
         return tid
+
+    def _outside(self, tid: int) -> InvalidArgumentError:
+        return InvalidArgumentError(
+            f"token id {tid} is outside the vocabulary: expected an id in [0, {self.size})"
+        )
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of ``token_id`` (special tokens: their text; padding: ``b""``)."""
@@ -305,7 +313,7 @@ class Vocabulary:
         """``(data, start, stop)``: the bytes of ``token_id`` as a slice of one shared array."""
         tid = token_id if type(token_id) is int else as_int(token_id, "token_id")
         if not 0 <= tid < self.size:  # inlined: the matcher calls this for every token
-            raise ValueError(f"token id {tid} is outside the vocabulary (size {self.size})")
+            raise self._outside(tid)
         return self._data, int(self._offsets[tid]), int(self._offsets[tid + 1])
 
     def kind(self, token_id: int) -> str:
@@ -328,12 +336,12 @@ class Vocabulary:
         """Concatenated bytes of ``token_ids`` (EOS contributes nothing).
 
         ``token_ids``: integer ids in ``0 .. size-1`` (a list, or a 1-D NumPy or torch
-        integer array); ``TypeError`` / ``ValueError`` otherwise.
+        integer array); ``ArgumentTypeError`` / ``InvalidArgumentError`` otherwise.
         """
         ids = as_int_list(token_ids, "token_ids")
         for i in ids:
             if not 0 <= i < self.size:
-                raise ValueError(f"token id {i} is outside the vocabulary (size {self.size})")
+                raise self._outside(i)
         kinds = self._kinds
         return b"".join(self._token_bytes[i] for i in ids if kinds[i] in (NORMAL, SPECIAL))
 

@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ..errors import ArgumentTypeError, InvalidArgumentError
 from .regex.dawg import dawg
 from .regex.sparse import SparseDFA
 from .spans import json_string_bytes, sources_digest
@@ -57,23 +58,23 @@ class EntitySet:
         self, names: Iterable[str], *, label: str | None = None, max_chars: int = MAX_CHARS
     ) -> None:
         if isinstance(names, (str, bytes)):
-            raise TypeError("names must be an iterable of strings, not one string")
+            raise ArgumentTypeError("names must be an iterable of strings, not one string")
         kept: set[str] = set()
         chars = 0
         for i, n in enumerate(names):
             if type(n) is not str:
-                raise TypeError(f"entity name {i} is a {type(n).__name__}, not a str")
+                raise ArgumentTypeError(f"entity name {i} is a {type(n).__name__}, not a str")
             if not n:
-                raise ValueError(f"entity name {i} is empty")
+                raise InvalidArgumentError(f"entity name {i} is empty")
             chars += len(n)
             if chars > max_chars:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"the entity names hold more than max_chars={max_chars:,} characters "
                     f"(at name {i}); pass a larger max_chars if the memory is there"
                 )
             kept.add(n)
         if not kept:
-            raise ValueError("an entity set needs at least one name")
+            raise InvalidArgumentError("an entity set needs at least one name")
         self._names = frozenset(kept)
         self.label = label or f"{len(kept)} names"
         self._digest: str | None = None
@@ -92,7 +93,7 @@ class EntitySet:
             with open(path, encoding=encoding, newline="") as f:
                 names = [line.rstrip("\r\n") for line in f]
         except UnicodeDecodeError as e:
-            raise ValueError(f"{os.fspath(path)}: not {encoding} text ({e})") from e
+            raise InvalidArgumentError(f"{os.fspath(path)}: not {encoding} text ({e})") from e
         return cls((n for n in names if n.strip()), label=os.path.basename(os.fspath(path)))
 
     def __len__(self) -> int:
@@ -118,7 +119,7 @@ class EntitySet:
         """The minimal automaton of the names in ``encoding`` (see :data:`ENCODINGS`),
         built once per set and encoding."""
         if encoding not in ENCODINGS:
-            raise ValueError(f"encoding must be one of {ENCODINGS}, not {encoding!r}")
+            raise InvalidArgumentError(f"encoding must be one of {ENCODINGS}, not {encoding!r}")
         d = self._dfas.get(encoding)
         if d is None:
             d = self._dfas[encoding] = dawg(_encoded(self._names, encoding))
@@ -142,13 +143,13 @@ def entity_sets(value: Any) -> dict[str, EntitySet]:
         TypeError: not a mapping, or a key that is not a ``str``.
     """
     if not isinstance(value, Mapping):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"entities must map names to corral.EntitySet, not a {type(value).__name__}"
         )
     out: dict[str, EntitySet] = {}
     for k, v in value.items():
         if type(k) is not str:
-            raise TypeError(f"entity set names must be str, not {type(k).__name__}")
+            raise ArgumentTypeError(f"entity set names must be str, not {type(k).__name__}")
         out[k] = v if isinstance(v, EntitySet) else EntitySet(v, label=k)
     return out
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import refusing_raw_errors
+from ..errors import ArgumentTypeError, InvalidArgumentError, refusing_raw_errors
 from .ir import Grammar, Rule, Terminal
 
 __all__ = [
@@ -261,16 +261,16 @@ def _read_schema(spec: Any, options: Mapping[str, Any]) -> Source:
 
 def _read_grammar(spec: Any, options: Mapping[str, Any]) -> Source:
     if not isinstance(spec, Grammar):
-        raise TypeError(f"expected a corral.Grammar, not {type(spec).__name__}")
+        raise ArgumentTypeError(f"expected a corral.Grammar, not {type(spec).__name__}")
     return Source("grammar", None, lambda: spec)
 
 
 def _read_lark(spec: Any, options: Mapping[str, Any]) -> Source:
     if not isinstance(spec, str):
-        raise TypeError(f"grammar text must be str, not {type(spec).__name__}")
+        raise ArgumentTypeError(f"grammar text must be str, not {type(spec).__name__}")
     start = options.get("start", "start")
     if not isinstance(start, str):
-        raise TypeError(f"start must be a rule name (str), not {type(start).__name__}")
+        raise ArgumentTypeError(f"start must be a rule name (str), not {type(start).__name__}")
     texts = options.get("source")
     sets = options.get("entities")
     if texts is None and sets is None:
@@ -292,7 +292,7 @@ def _read_lark(spec: Any, options: Mapping[str, Any]) -> Source:
 
 def _read_regex(spec: Any, options: Mapping[str, Any]) -> Source:
     if not isinstance(spec, str):
-        raise TypeError(f"regex must be a string, not {type(spec).__name__}")
+        raise ArgumentTypeError(f"regex must be a string, not {type(spec).__name__}")
     flags = int(options.get("flags", 0))
     return Source("regex", ("regex", spec, str(flags)), lambda: from_regex(spec, flags))
 
@@ -325,10 +325,10 @@ def source(front_end: str, spec: Any, **options: Any) -> Source:
     """
     front = _BY_NAME.get(front_end)
     if front is None:
-        raise ValueError(f"unknown front end {front_end!r}; known: {sorted(_BY_NAME)}")
+        raise InvalidArgumentError(f"unknown front end {front_end!r}; known: {sorted(_BY_NAME)}")
     unknown = sorted(set(options) - front.options) if front.options is not None else []
     if unknown:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"options {unknown} do not apply to {front_end}"
             + (f" (it takes {sorted(front.options)})" if front.options else "")
         )
@@ -357,11 +357,11 @@ def guess(
     options = options or {}
     front = next((f for f in FRONT_ENDS if f.recognises is not None and f.recognises(spec)), None)
     if options and (front is None or front.options is not None):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"options {sorted(options)} apply to JSON Schemas only, not to {type(spec).__name__}"
         )
     if front is None:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"cannot compile a {type(spec).__name__}: pass Lark grammar text, a JSON Schema "
             "(dict, JSON text, pydantic model class) or a corral.Grammar"
         )
@@ -369,13 +369,13 @@ def guess(
         options = {"start": start}
     if source is not None:
         if front.options is not None and "source" not in front.options:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"source= applies to JSON Schemas and Lark grammars, not to a {front.name}"
             )
         options = {**options, "source": source}
     if entities is not None:
         if front.options is not None and "entities" not in front.options:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"entities= applies to JSON Schemas and Lark grammars, not to a {front.name}"
             )
         options = {**options, "entities": entities}

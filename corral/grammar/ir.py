@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from .regex import ByteDFA
 from .regex.sparse import SparseDFA
 
@@ -116,7 +117,9 @@ class Grammar:
         from .normalize import normalize
 
         if final_check is not None and not final_check_id:
-            raise ValueError("a final_check needs a final_check_id (used in the fingerprint)")
+            raise InvalidArgumentError(
+                "a final_check needs a final_check_id (used in the fingerprint)"
+            )
         self.final_check = final_check
         self.final_check_id = final_check_id
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import (
+    ArgumentTypeError,
     CorralError,
     GrammarError,
     Location,
@@ -82,7 +83,7 @@ def grammar_from_lark(
     from lark.load_grammar import load_grammar
 
     if not isinstance(text, str):
-        raise TypeError(f"grammar text must be str, not {type(text).__name__}")
+        raise ArgumentTypeError(f"grammar text must be str, not {type(text).__name__}")
     source = text
     text, specials = _extract_special_tokens(text)
     try:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CompileBudgetError
+from ..errors import ArgumentTypeError, CompileBudgetError, InvalidArgumentError
 from .regex.sparse import SparseDFA
 
 __all__ = [
@@ -64,7 +64,7 @@ class SpanOptions:
 
     def __post_init__(self) -> None:
         if self.whitespace not in WHITESPACE_MODES:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"whitespace must be one of {WHITESPACE_MODES}, not {self.whitespace!r}"
             )
 
@@ -85,12 +85,12 @@ def source_texts(source: str | Sequence[str] | None) -> tuple[str, ...] | None:
     if isinstance(source, str):
         texts: tuple[str, ...] = (source,)
     elif isinstance(source, (bytes, bytearray)):
-        raise TypeError("source must be text (str) or a list of texts, not bytes")
+        raise ArgumentTypeError("source must be text (str) or a list of texts, not bytes")
     else:
         texts = tuple(source)
         bad = next((t for t in texts if not isinstance(t, str)), None)
         if bad is not None:
-            raise TypeError(f"source texts must be str, not {type(bad).__name__}")
+            raise ArgumentTypeError(f"source texts must be str, not {type(bad).__name__}")
     total = sum(len(t) for t in texts)
     if total > MAX_SOURCE_CHARS:
         raise CompileBudgetError(
@@ -115,7 +115,7 @@ def span_dfa(texts: Sequence[str], options: SpanOptions, *, encoding: str) -> Sp
     a JSON string with its quotes; ``"raw"``, UTF-8). An empty language (no text has a
     character) has no states."""
     if encoding not in ("json", "raw"):
-        raise ValueError(f"encoding must be 'json' or 'raw', not {encoding!r}")
+        raise InvalidArgumentError(f"encoding must be 'json' or 'raw', not {encoding!r}")
     prepared = [prepare_text(t, options) for t in texts]
     prepared = [t for t in prepared if t]
     if not prepared:

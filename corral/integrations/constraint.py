@@ -7,7 +7,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ValidationFailedError
+from ..errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    ValidationFailedError,
+    VocabularyMismatchError,
+)
 
 __all__ = ["compile_constraint", "is_pydantic_model", "uses_spans"]
 
@@ -44,6 +49,12 @@ def compile_constraint(
     text (or texts) of span constraints (``"x-corral-span"`` in a schema, ``SPAN``
     terminals in Lark text); ``entities``: entity sets by name (``"x-corral-entities"``
     in a schema, declared terminals in Lark text); see :func:`corral.compile`.
+
+    Raises:
+        InvalidArgumentError: not exactly one kind given, or options of another kind.
+        ArgumentTypeError: a ``regex`` or ``grammar`` of another type.
+        VocabularyMismatchError: a :class:`~corral.CompiledGrammar` compiled for another
+            vocabulary than ``vocab``.
     """
     from ..automata import CompiledGrammar, compile
     from ..automata.compiler import default_cache
@@ -53,43 +64,57 @@ def compile_constraint(
         n for n, v in (("schema", schema), ("grammar", grammar), ("regex", regex)) if v is not None
     ]
     if len(given) != 1:
-        raise ValueError(
+        raise InvalidArgumentError(
             "pass exactly one of schema=, grammar=, regex= "
             + (f"(got {', '.join(given)})" if given else "(got none)")
         )
     if schema_options and schema is None:
-        raise ValueError(f"options {sorted(schema_options)} apply to schema= only")
+        raise InvalidArgumentError(
+            f"options {sorted(schema_options)} apply to schema= only, got "
+            f"{'grammar=' if grammar is not None else 'regex='}"
+        )
     for name, value in (("source", source), ("entities", entities)):
         if value is not None and regex is not None:
-            raise ValueError(f"{name}= applies to schema= and grammar= (Lark text), not to regex=")
+            raise InvalidArgumentError(
+                f"{name}= applies to schema= and grammar= (Lark text), got regex="
+            )
     if regex is not None:
         if not isinstance(regex, str):
-            raise TypeError(f"regex must be a string, not {type(regex).__name__}")
+            raise ArgumentTypeError(f"regex must be a string, not {type(regex).__name__}")
         return compile(default_cache.grammar_for_regex(regex), vocab), _identity
     if grammar is not None:
         if isinstance(grammar, CompiledGrammar):
             if source is not None or entities is not None:
-                raise ValueError(
-                    "source= and entities= need grammar text to compile; a CompiledGrammar "
-                    "has its own"
+                raise InvalidArgumentError(
+                    "source= and entities= need grammar text to compile, got a "
+                    "CompiledGrammar (which has its own)"
                 )
             if grammar.vocab_size != vocab.size or grammar.vocab.hash != vocab.hash:
-                raise ValueError("the compiled grammar was built for another vocabulary")
+                raise VocabularyMismatchError(
+                    f"the compiled grammar was built for another vocabulary: expected the "
+                    f"model's ({vocab.size} tokens, hash {vocab.hash[:12]}), got one of "
+                    f"{grammar.vocab_size} tokens (hash {grammar.vocab.hash[:12]}); compile "
+                    "it with the model's Vocabulary"
+                )
             return grammar, _identity
         if not isinstance(grammar, (str, Grammar)):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"grammar must be Lark text, a corral.Grammar or a CompiledGrammar, not "
                 f"{type(grammar).__name__}"
             )
         if isinstance(grammar, str):
             return compile(grammar, vocab, source=source, entities=entities), _identity
         if source is not None or entities is not None:
-            raise ValueError(
-                "source= and entities= need grammar text to compile; a Grammar has its own"
+            raise InvalidArgumentError(
+                "source= and entities= need grammar text to compile, got a corral.Grammar "
+                "(which has its own)"
             )
         return compile(grammar, vocab), _identity
     if isinstance(schema, str) and not schema.lstrip().startswith("{"):
-        raise ValueError("schema= text must be a JSON object (for Lark text use grammar=)")
+        raise InvalidArgumentError(
+            "schema= text must be a JSON object (for Lark text use grammar=), got text "
+            f"starting {schema.lstrip()[:20]!r}"
+        )
     compiled = compile(schema, vocab, source=source, entities=entities, **schema_options)
     if is_pydantic_model(schema):
         return compiled, _pydantic_parser(schema)

@@ -15,7 +15,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CorralError, IncompleteGenerationError, ValidationFailedError
+from ..errors import (
+    ArgumentTypeError,
+    CorralError,
+    IncompleteGenerationError,
+    InvalidArgumentError,
+    ValidationFailedError,
+)
 from .constraint import compile_constraint, is_pydantic_model, uses_spans
 from .models import resolve_model
 from .vocabularies import vocabulary_for
@@ -85,7 +91,7 @@ def extract(
         The records (dicts, or model instances for a pydantic class).
     """
     if errors not in ("raise", "none"):
-        raise ValueError(f"errors must be 'raise' or 'none', not {errors!r}")
+        raise InvalidArgumentError(f"errors must be 'raise' or 'none', got {errors!r}")
     out: list[Any] = []
     for item in extract_iter(
         model, documents, schema, prompt=prompt, tokenizer=tokenizer, batch_size=batch_size,
@@ -115,16 +121,16 @@ def extract_iter(
     """Yield an :class:`Extraction` per document, in order, batch by batch."""
     from ..automata.bitmask import as_int
 
-    batch_size = as_int(batch_size, "batch_size")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    batch_size = as_int(batch_size, "batch_size", minimum=1)
     ex = make_extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
                         max_new_tokens=max_new_tokens, engine=engine,
                         engine_options=engine_options, heal=heal, **schema_options)  # fmt: skip
     batch: list[tuple[int, str]] = []
     for i, doc in enumerate(documents):
         if not isinstance(doc, str):
-            raise TypeError(f"document {i} is a {type(doc).__name__}, not a string")
+            raise ArgumentTypeError(
+                f"documents must be strings, got document {i} of type {type(doc).__name__}"
+            )
         batch.append((i, doc))
         if len(batch) == batch_size:
             yield from ex.run(batch)
@@ -188,23 +194,29 @@ def make_extractor(
     :class:`~corral.integrations.vllm.engine.VLLMExtractor` (``engine="vllm"``, which
     takes the prompt's tokens as they are: ``heal`` applies to ``"transformers"``)."""
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {list(ENGINES)}, not {engine!r}")
+        raise InvalidArgumentError(f"engine must be one of {list(ENGINES)}, got {engine!r}")
     if not isinstance(heal, bool):
-        raise TypeError(f"heal must be True or False, not {heal!r}")
+        raise ArgumentTypeError(f"heal must be True or False, not {type(heal).__name__} {heal!r}")
     if engine == "transformers":
         if engine_options:
-            raise ValueError("engine_options apply to engine='vllm' only")
+            raise InvalidArgumentError(
+                f"engine_options apply to engine='vllm' only, got engine={engine!r} with "
+                f"engine_options={sorted(engine_options)}"
+            )
         return Extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
                          max_new_tokens=max_new_tokens, heal=heal, **schema_options)  # fmt: skip
     if tokenizer is not None:
-        raise ValueError("with engine='vllm' the tokenizer is the model folder's: omit tokenizer=")
+        raise InvalidArgumentError(
+            "with engine='vllm' the tokenizer is the model folder's: expected no tokenizer=, "
+            f"got a {type(tokenizer).__name__}"
+        )
     if uses_spans(schema):
-        raise ValueError(
+        raise InvalidArgumentError(
             "span constraints (x-corral-span) need a grammar per document, which "
             "engine='vllm' does not build yet: use engine='transformers'"
         )
     if schema_options.get("entities") is not None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "entity sets (entities=) are Python objects that vLLM's requests cannot carry: "
             "use engine='transformers'"
         )
@@ -237,10 +249,10 @@ class Extractor:
         from ..automata.bitmask import as_int
 
         if "{document}" not in prompt:
-            raise ValueError("prompt must contain the placeholder {document}")
-        max_new_tokens = as_int(max_new_tokens, "max_new_tokens")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+            raise InvalidArgumentError(
+                f"prompt must contain the placeholder {{document}}, got {prompt[:60]!r}"
+            )
+        max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=1)
         self.lm, self.tok = resolve_model(model, tokenizer)
         self.vocab = vocabulary_for(self.lm, self.tok)
         self.schema, self.schema_options = schema, schema_options

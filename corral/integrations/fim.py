@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InvalidArgumentError
+
 FORMATS: dict[str, tuple[str, str, str]] = {
     "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
     "qwen": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
@@ -67,7 +69,7 @@ def fim_format(tokenizer: Any, spec: str | tuple[str, str, str] | None) -> FimFo
             marker strings; or ``None`` (no FIM prompt).
 
     Raises:
-        ValueError: an unknown family name, or markers that are not single tokens.
+        InvalidArgumentError: an unknown family name, or markers that are not single tokens.
     """
     if spec is None:
         return None
@@ -79,21 +81,27 @@ def fim_format(tokenizer: Any, spec: str | tuple[str, str, str] | None) -> FimFo
         return None
     if isinstance(spec, str):
         if spec not in FORMATS:
-            raise ValueError(
-                f"unknown FIM format {spec!r}: use 'auto', one of {sorted(FORMATS)}, "
+            raise InvalidArgumentError(
+                f"unknown FIM format {spec!r}: expected 'auto', one of {sorted(FORMATS)}, "
                 "or a tuple of the three marker strings"
             )
         name, markers = spec, FORMATS[spec]
     else:
         if len(spec) != 3:
-            raise ValueError("a FIM format is three marker strings: prefix, suffix, middle")
+            raise InvalidArgumentError(
+                "a FIM format is three marker strings (prefix, suffix, middle), got "
+                f"{len(spec)}: {spec!r}"
+            )
         name, markers = "custom", (spec[0], spec[1], spec[2])
     found = _marker_ids(tokenizer, set(markers))
     for m in markers:
         if m not in found:
             ids = tokenizer.encode(m, add_special_tokens=False)
             if len(ids) != 1:
-                raise ValueError(f"FIM marker {m!r} is not one token of this tokenizer")
+                raise InvalidArgumentError(
+                    f"FIM marker {m!r} is not one token of this tokenizer: expected one "
+                    f"token, got {len(ids)} ({ids})"
+                )
             found[m] = int(ids[0])
     return FimFormat(name, *(found[m] for m in markers))
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import IncompleteGenerationError
+from ..errors import IncompleteGenerationError, InvalidArgumentError
 from ..sampler.config import GenerationConfig
 from ..sampler.decode import GenerationStats
 from .constraint import compile_constraint
@@ -78,11 +78,14 @@ def prompt_ids(tokenizer: Any, prompt: str | Sequence[int], *, chat: bool = Fals
 
         ids = as_int_list(prompt, "prompt")
         if not ids:
-            raise ValueError("the prompt is empty")
+            raise InvalidArgumentError("the prompt must have at least one token id, got none")
         return ids
     if chat:
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError("chat=True, but this tokenizer has no chat template")
+            raise InvalidArgumentError(
+                "chat=True needs a tokenizer with a chat template, got one without "
+                f"({type(tokenizer).__name__})"
+            )
         out = tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
         )
@@ -90,7 +93,10 @@ def prompt_ids(tokenizer: Any, prompt: str | Sequence[int], *, chat: bool = Fals
     else:
         ids = list(tokenizer(prompt)["input_ids"])
     if not ids:
-        raise ValueError("the prompt is empty (and the tokenizer adds no BOS token)")
+        raise InvalidArgumentError(
+            "the prompt must give at least one token, got none (an empty prompt, and the "
+            "tokenizer adds no BOS token)"
+        )
     return ids
 
 
@@ -131,15 +137,17 @@ def decode_steps(
 
     if sampler not in PER_TOKEN_SAMPLERS:
         names = " or ".join(repr(n) for n in PER_TOKEN_SAMPLERS)
-        raise ValueError(f"decode_steps samples with {names}, not {sampler!r}")
+        raise InvalidArgumentError(f"decode_steps samples with {names}, got {sampler!r}")
     config = GenerationConfig(
         sampler=sampler, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
         top_p=top_p, seed=seed, fast_forward=fast_forward,
     )  # fmt: skip
     do_heal = _resolve_heal(heal, sampler, text_prompt=False, chat=False)
     if do_heal and matcher is None:
-        raise ValueError("heal=True needs a matcher: token healing spells the prompt's "
-                         "last token again under the constraint")  # fmt: skip
+        raise InvalidArgumentError(
+            "heal=True needs a matcher, got matcher=None: token healing spells the prompt's "
+            "last token again under the constraint"
+        )
     yield from token_steps(HFCausalLM(model), ids, matcher, config,
                            tokenize=_tokenize(tokenizer), eos_ids=eos_ids, stats=stats,
                            heal=do_heal)  # fmt: skip
@@ -258,7 +266,8 @@ def generate(
         chat: wrap the prompt in the tokenizer's chat template (instruction models).
         fast_forward: append tokens the grammar forces without sampling them (cut by the
             tokenizer). ``None`` (default): on for ``sampler="mask"``, off for the samplers
-            that promise a distribution; ``True`` with those raises ``ValueError``. With
+            that promise a distribution; ``True`` with those raises
+            :class:`~corral.errors.InvalidArgumentError` (a ``ValueError``). With
             ``"mask"`` it changes the sampled token sequences (see docs/generation.md);
             ``False`` gives plain per-token masked sampling.
         heal: token healing. A prompt that ends inside what would be one token (a
@@ -274,7 +283,7 @@ def generate(
             ``"mask"`` and ``"awrs"`` with a text prompt and ``chat=False``; off for token
             id prompts (the caller's own tokenization) and chat prompts (the template's
             end is a boundary the model was trained on); ``True`` heals those too.
-            ``"smc"``/``"asap"`` do not heal (``True`` raises ``ValueError``).
+            ``"smc"``/``"asap"`` do not heal (``True`` raises ``InvalidArgumentError``).
         details: return a :class:`Generation` (value, text, tokens, statistics) instead of
             the value alone.
         schema_options: JSON Schema options (``whitespace``, ``property_order``, ...).
@@ -287,7 +296,11 @@ def generate(
         IncompleteGenerationError: ``max_new_tokens`` ran out before the output was
             complete (carries the partial text).
         PromptTooLongError: the prompt fills the model's context (no room for output).
-        ValueError / TypeError: incompatible arguments (e.g. ``schema`` and ``grammar``).
+        InvalidArgumentError, ArgumentTypeError: incompatible arguments (e.g. ``schema``
+            and ``grammar``), a setting out of range, an argument of the wrong type (a
+            ``ValueError`` and a ``TypeError``; the message gives the expected and the
+            actual value).
+        VocabularyMismatchError: a ``CompiledGrammar`` compiled for another vocabulary.
         SchemaError, GrammarError, UnsupportedFeatureError: a bad constraint, with its
             position.
     """

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..automata.bitmask import as_int
 from ..automata.completion import (
     MASK,
     MASK_OPT,
@@ -43,7 +44,7 @@ from ..automata.completion import (
     completion_checker,
 )
 from ..automata.vocabulary import NORMAL
-from ..errors import IncompleteGenerationError
+from ..errors import ArgumentTypeError, IncompleteGenerationError, InvalidArgumentError
 from .fim import FimFormat, fim_format
 
 HOLE = "\u25a2"  # ▢
@@ -107,19 +108,23 @@ def infill(
             checked against them).
 
     Raises:
-        ValueError: no hole, bad arguments, or no filling of the holes can satisfy the
-            constraint.
+        InvalidArgumentError: no hole, bad arguments, or no filling of the holes can
+            satisfy the constraint (:class:`~corral.errors.ArgumentTypeError` for an
+            argument of the wrong type).
     """
     from .constraint import compile_constraint
     from .models import resolve_model
     from .vocabularies import vocabulary_for
 
     model, tokenizer = resolve_model(model, tokenizer)
-    if hole_tokens < 1:
-        raise ValueError("hole_tokens must be at least 1")
+    hole_tokens = as_int(hole_tokens, "hole_tokens", minimum=1)
+    if not isinstance(template, str):
+        raise ArgumentTypeError(f"template must be a string, not {type(template).__name__}")
     pieces = template.split(hole)
     if len(pieces) < 2:
-        raise ValueError(f"the template has no hole ({hole!r})")
+        raise InvalidArgumentError(
+            f"the template has no hole: expected at least one {hole!r}, got {template[:60]!r}"
+        )
     vocab = vocabulary_for(model, tokenizer)
     if schema is not None:
         schema_options["final_check"] = False
@@ -177,7 +182,9 @@ def _masked(
             template += [MASK] * k
     mask_id = getattr(tokenizer, "mask_token_id", None)
     if mask_id is None:
-        raise ValueError("the masked LM's tokenizer has no mask token")
+        raise InvalidArgumentError(
+            "a masked LM needs a tokenizer with a mask token, got mask_token_id=None"
+        )
     cls = getattr(tokenizer, "cls_token_id", None)
     res = diffusion_decode(
         HFMaskedLM(model),
@@ -228,7 +235,11 @@ def _causal(
     for h in range(n_holes):
         tail = rest(h)
         if not checker.check([*out, *[MASK_OPT] * k, *tail]):
-            raise ValueError("no filling of the holes can satisfy the constraint")
+            raise InvalidArgumentError(
+                "no filling of the holes can satisfy the constraint: expected a template "
+                f"whose holes ({k} tokens each at most) can be filled, got none for hole "
+                f"{h + 1} of {n_holes} (after the fills before it)"
+            )
         fill: list[int] = []
         # a FIM model reads the text up to the next hole after its suffix marker
         fim_prompt = fmt.prompt(out, list(known[h + 1])) if fmt is not None else None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..caching import BoundedCache
-from ..errors import CorralError, PromptTooLongError
+from ..errors import ArgumentTypeError, CorralError, PromptTooLongError
 
 DEFAULT_MODEL = "gemma3-270m"
 _GEMMA_DIR = "gemma-3-270m-fp32"
@@ -35,12 +35,15 @@ def resolve_model(model: Any, tokenizer: Any = None) -> tuple[Any, Any]:
         lm, tok = LOADED.get_or_build(str(model), lambda: load_model(model))
         return lm, tokenizer if tokenizer is not None else tok
     if not callable(model) or not hasattr(model, "config"):
-        raise TypeError(
+        raise ArgumentTypeError(
             "model must be a transformers causal LM or the path of a local model folder, "
             f"not {type(model).__name__}"
         )
     if tokenizer is None:
-        raise TypeError("pass tokenizer= together with a model object")
+        raise ArgumentTypeError(
+            f"pass tokenizer= together with a model object ({type(model).__name__}), got "
+            "tokenizer=None"
+        )
     return model, tokenizer
 
 

@@ -50,7 +50,14 @@ import torch
 from transformers import LogitsProcessor
 
 from ..automata import CompiledGrammar, Matcher, allocate_bitmask
-from ..errors import MatcherStateError, TokenizerError, TokenRejectedError
+from ..errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    MatcherStateError,
+    ShapeError,
+    TokenRejectedError,
+    VocabularyMismatchError,
+)
 from ..sampler.healing import HealingView
 from ..sampler.masking import masked_logits
 from .vocabularies import check_model_fits, check_tokenizer
@@ -80,7 +87,16 @@ class GrammarLogitsProcessor(LogitsProcessor):
             The generated tokens then hold those bytes before the grammar's text.
 
     Raises:
-        TokenizerError: the tokenizer or a model does not fit the grammars' vocabulary.
+        TokenizerError: the tokenizer or a model does not fit the grammars' vocabulary
+            (:class:`~corral.errors.VocabularyMismatchError`: grammars compiled for
+            different vocabularies).
+        ArgumentTypeError: ``grammars`` is not a compiled grammar or a non-empty list of them.
+        InvalidArgumentError: ``healed`` has not one entry per grammar.
+
+    A call raises :class:`~corral.errors.ShapeError` for ``input_ids`` and ``scores`` whose
+    rows differ or cannot be split among the grammars, and
+    :class:`~corral.errors.VocabularyMismatchError` for scores narrower than the vocabulary
+    or of another width than the models'.
     """
 
     def __init__(
@@ -93,11 +109,17 @@ class GrammarLogitsProcessor(LogitsProcessor):
     ) -> None:
         items = [grammars] if isinstance(grammars, CompiledGrammar) else list(grammars)
         if not items or not all(isinstance(g, CompiledGrammar) for g in items):
-            raise TypeError("grammars must be a CompiledGrammar or a non-empty list of them")
-        if len({g.vocab.hash for g in items}) != 1:
-            sizes = sorted({g.vocab_size for g in items})
-            raise ValueError(
-                f"the grammars were compiled for different vocabularies (sizes {sizes})"
+            got = type(grammars).__name__ if not items else f"a list holding {_types(items)}"
+            raise ArgumentTypeError(
+                f"grammars must be a CompiledGrammar or a non-empty list of them, got {got}"
+            )
+        other = next((i for i, g in enumerate(items) if g.vocab.hash != items[0].vocab.hash), None)
+        if other is not None:
+            raise VocabularyMismatchError(
+                "the grammars must be compiled for one vocabulary, the first one's "
+                f"({items[0].vocab_size} tokens, hash {items[0].vocab.hash[:12]}), got "
+                f"grammar {other} compiled for another ({items[other].vocab_size} tokens, "
+                f"hash {items[other].vocab.hash[:12]})"
             )
         self.grammars = items
         self.vocab_size = items[0].vocab_size
@@ -110,7 +132,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
         )
         self._widths = {check_model_fits(m, vocab) for m in models}
         if healed is not None and len(healed) != len(items):
-            raise ValueError(f"healed has {len(healed)} entries for {len(items)} grammars")
+            raise InvalidArgumentError(
+                f"healed must have one entry per grammar ({len(items)}), got {len(healed)}"
+            )
         self._healed = [bytes(h) for h in healed] if healed is not None else [b""] * len(items)
         self.reset()
 
@@ -185,18 +209,18 @@ class GrammarLogitsProcessor(LogitsProcessor):
         """Check shapes, fix the prompt length on the first call; ``(rows per grammar,
         generated tokens of each row)``."""
         if input_ids.dim() != 2 or scores.dim() != 2 or input_ids.shape[0] != scores.shape[0]:
-            raise ValueError(
+            raise ShapeError(
                 "expected input_ids [rows, length] and scores [rows, V] with the same rows, got "
-                f"{tuple(input_ids.shape)} and {tuple(scores.shape)}"
+                f"{list(input_ids.shape)} and {list(scores.shape)}"
             )
         rows, length = input_ids.shape
         if scores.shape[1] < self.vocab_size:
-            raise TokenizerError(
-                f"the scores have {scores.shape[1]} columns but the grammar was compiled for a "
-                f"vocabulary of {self.vocab_size} tokens"
+            raise VocabularyMismatchError(
+                f"the scores must have at least {self.vocab_size} columns (the vocabulary the "
+                f"grammar was compiled for), got {scores.shape[1]}"
             )
         if self._widths and scores.shape[1] not in self._widths:
-            raise TokenizerError(
+            raise VocabularyMismatchError(
                 f"the scores have {scores.shape[1]} columns but the logits of the model(s) this "
                 f"processor was made for are {sorted(self._widths)} wide: these scores come "
                 "from another model"
@@ -210,8 +234,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
             )
         groups = len(self.grammars)
         if rows % groups:
-            raise ValueError(
-                f"{rows} rows cannot be split evenly among {groups} grammars (one per batch entry)"
+            raise ShapeError(
+                f"{rows} rows cannot be split evenly among {groups} grammars (one per batch "
+                f"entry): expected a multiple of {groups} rows, got {rows}"
             )
         return rows // groups, input_ids[:, self.prompt_length :].tolist()
 
@@ -307,3 +332,8 @@ def logits_processor(
     from transformers import LogitsProcessorList
 
     return LogitsProcessorList([GrammarLogitsProcessor(grammars, tokenizer=tokenizer, model=model)])
+
+
+def _types(items: Sequence[Any]) -> str:
+    """The type names of ``items``, each once, in order: ``"str, CompiledGrammar"``."""
+    return ", ".join(dict.fromkeys(type(g).__name__ for g in items))

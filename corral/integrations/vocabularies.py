@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..caching import BoundedCache
-from ..errors import TokenizerError
+from ..errors import ArgumentTypeError, TokenizerError, VocabularyMismatchError
 
 __all__ = [
     "check_model_fits",
@@ -36,7 +36,7 @@ def model_vocab_size(model: Any) -> int:
         return int(out.weight.shape[0])
     size = getattr(getattr(model, "config", None), "vocab_size", None)
     if size is None:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"cannot tell the width of the logits of {type(model).__name__}: it has no output "
             "embedding and no config.vocab_size"
         )
@@ -72,13 +72,14 @@ def check_model_fits(model: Any, vocab: Any) -> int:
     width.
 
     Raises :class:`~corral.errors.TokenizerError` when the logits are narrower than the
-    vocabulary (``vocab.size``), or when an EOS id the model declares is not a token of
-    the tokenizer (``>= vocab.tokenizer_size``): the tokenizer then belongs to another
-    model, even though padded output layers make wider logits normal.
+    vocabulary (``vocab.size``; a :class:`~corral.errors.VocabularyMismatchError`), or
+    when an EOS id the model declares is not a token of the tokenizer (``>=
+    vocab.tokenizer_size``): the tokenizer then belongs to another model, even though
+    padded output layers make wider logits normal.
     """
     width = model_vocab_size(model)
     if width < vocab.size:
-        raise TokenizerError(
+        raise VocabularyMismatchError(
             f"the model's logits are {width} wide, fewer than the {vocab.size} ids of the "
             "vocabulary the grammar was compiled for: the grammar was compiled for another "
             "model's tokenizer"
@@ -123,7 +124,8 @@ def check_tokenizer(tokenizer: Any, vocab: Any) -> None:
     built from ``tokenizer`` (with ``vocab``'s size and EOS ids, under any
     ``added_tokens`` policy) has ``vocab``'s hash. Passing checks are remembered.
 
-    Raises :class:`~corral.errors.TokenizerError` naming the first token that differs.
+    Raises :class:`~corral.errors.VocabularyMismatchError` (a
+    :class:`~corral.errors.TokenizerError`) naming the first token that differs.
     """
     from ..automata import Vocabulary
 
@@ -144,7 +146,7 @@ def check_tokenizer(tokenizer: Any, vocab: Any) -> None:
                 check=False,
             )
         except TokenizerError as e:
-            raise TokenizerError(
+            raise VocabularyMismatchError(
                 f"the tokenizer is not the one the grammar was compiled for: {e}"
             ) from None
         if mine.hash == vocab.hash:
@@ -154,7 +156,7 @@ def check_tokenizer(tokenizer: Any, vocab: Any) -> None:
         if not _same_bytes(mine, vocab):  # the policies only tell added tokens' kinds
             break
     assert first is not None
-    raise TokenizerError(
+    raise VocabularyMismatchError(
         "the tokenizer is not the one the grammar was compiled for: " + _difference(first, vocab)
     )
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ..errors import CorralError
+from ..errors import CorralError, InvalidArgumentError
 from .lm import NextLogits
 
 
@@ -65,7 +65,9 @@ class ASAp:
         self, next_logits: NextLogits, compiled: Any, *, key: str = "", temperature: float = 1.0
     ) -> None:
         if temperature <= 0:
-            raise ValueError("ASAp needs temperature > 0 (it reweights a distribution)")
+            raise InvalidArgumentError(
+                f"ASAp needs temperature > 0 (it reweights a distribution), got {temperature}"
+            )
         self.next_logits = next_logits
         self.compiled = compiled
         self.temperature = temperature
@@ -209,9 +211,9 @@ class ASAp:
         def build(item: Any, parent: _Node | None) -> _Node:
             raw, efg, kids = item
             if not (isinstance(raw, float | int) and isinstance(efg, float | int)):
-                raise ValueError("a node's weights are not numbers")
+                raise ValueError("a node's weights are not numbers")  # -> TrieFileError
             if not (0 <= raw <= 1 and 0 <= efg <= 1 + 1e-9) or math.isnan(raw + efg):
-                raise ValueError("a node's weights are out of range")
+                raise ValueError("a node's weights are out of range")  # -> TrieFileError
             n = _Node(raw=float(raw), efg=float(efg), parent=parent)
             if kids is not None:
                 n.children = {int(t): build(c, n) for t, c in kids.items()}

@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from ..errors import InvalidArgumentError, ShapeError
+
 _FIRST_BATCH = 8
 
 
@@ -147,11 +149,11 @@ def awrs_step(
         :class:`AWRSResult`.
     """
     if logits.dim() != 1:
-        raise ValueError(f"logits must be 1-D [V], got shape {tuple(logits.shape)}")
+        raise ShapeError(f"logits must be 1-D [V], got shape {list(logits.shape)}")
     x64 = logits.detach().to(torch.float64).cpu()
     log_z = float(torch.logsumexp(x64, dim=0))
     if not math.isfinite(log_z):
-        raise ValueError("logits have no finite entry")
+        raise InvalidArgumentError("logits must have a finite entry, got none")
     logp = x64 - log_z
     seen: dict[int, bool] = {}
 

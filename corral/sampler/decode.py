@@ -24,8 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InvalidArgumentError
 from .config import GenerationConfig
 from .lm import CausalLM
+from .registry import PER_TOKEN_SAMPLERS
 
 __all__ = ["GenerationStats", "token_steps"]
 
@@ -83,7 +85,10 @@ def token_steps(
     ``config.max_new_tokens`` tokens.
     """
     if not config.per_token:
-        raise ValueError(f"token_steps needs a per-token sampler, not {config.sampler!r}")
+        raise InvalidArgumentError(
+            f"token_steps needs a per-token sampler, one of {PER_TOKEN_SAMPLERS}, got "
+            f"{config.sampler!r}"
+        )
     st = stats if stats is not None else GenerationStats()
     gen = config.generator()
     eos = set(int(e) for e in eos_ids)
@@ -96,7 +101,9 @@ def token_steps(
     healer = None  # the matcher as the sampler sees it while healing
     if heal:
         if matcher is None:
-            raise ValueError("token healing needs a constraint (a matcher)")
+            raise InvalidArgumentError(
+                "token healing needs a constraint (a matcher), got matcher=None"
+            )
         if not matcher.is_finished():
             from .healing import HealingView, heal_prompt
 

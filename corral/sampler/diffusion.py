@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     import torch
 
@@ -112,26 +114,34 @@ def diffusion_decode(
             ``gen_length`` when given.
 
     Raises:
-        ValueError: inconsistent lengths, unknown ``remasking``, negative temperature;
-            or no output of ``gen_length`` tokens can be completed.
+        InvalidArgumentError: inconsistent lengths, unknown ``remasking``, negative
+            temperature; or no output of ``gen_length`` tokens can be completed.
+        ArgumentTypeError: a length or count that is not an integer.
     """
     import torch
 
+    from ..automata.bitmask import as_int
+
     if template is not None:
         gen_length = len(template)
-    steps = gen_length if steps is None else int(steps)
-    block_length = gen_length if block_length is None else int(block_length)
-    if gen_length <= 0 or block_length <= 0 or steps <= 0:
-        raise ValueError("gen_length, block_length and steps must be positive")
+    gen_length = as_int(gen_length, "gen_length", minimum=1)
+    steps = gen_length if steps is None else as_int(steps, "steps", minimum=1)
+    block_length = (
+        gen_length if block_length is None else as_int(block_length, "block_length", minimum=1)
+    )
     if gen_length % block_length:
-        raise ValueError(f"block_length {block_length} must divide gen_length {gen_length}")
+        raise InvalidArgumentError(
+            f"block_length must divide gen_length {gen_length}, got {block_length}"
+        )
     n_blocks = gen_length // block_length
     if steps % n_blocks:
-        raise ValueError(f"steps {steps} must be a multiple of the number of blocks {n_blocks}")
+        raise InvalidArgumentError(
+            f"steps must be a multiple of the number of blocks {n_blocks}, got {steps}"
+        )
     if remasking not in REMASKING:
-        raise ValueError(f"remasking must be one of {REMASKING}, not {remasking!r}")
+        raise InvalidArgumentError(f"remasking must be one of {REMASKING}, got {remasking!r}")
     if temperature < 0:
-        raise ValueError("temperature must be >= 0")
+        raise InvalidArgumentError(f"temperature must be >= 0, got {temperature}")
     steps_per_block = steps // n_blocks
     gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
     p = len(prompt_ids)
@@ -142,7 +152,7 @@ def diffusion_decode(
     stats = {"steps": 0, "checks": 0, "rejected": 0, "forced": 0, "narrowed": 0}
 
     if checker is not None and not checker.check(slots):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"no output of {gen_length} tokens can be completed in the grammar when each "
             "undecided position holds one single-byte token (see "
             "corral.automata.completion): a longer gen_length, or a vocabulary with "

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from ..automata.token_dfa import TokenDFA
+from ..errors import InvalidArgumentError, ShapeError
 
 
 @njit(cache=True, nogil=True)
@@ -82,10 +83,12 @@ def finishable(tdfa: TokenDFA, remaining: int) -> np.ndarray:
 def _check(logp: Any, tdfa: TokenDFA) -> np.ndarray:
     arr = np.asarray(logp, np.float64)
     if arr.ndim != 2:
-        raise ValueError(f"logp must be [d, V], got shape {arr.shape}")
+        raise ShapeError(f"logp must be [d, V], got shape {list(arr.shape)}")
     v = tdfa.trans.shape[1]
     if arr.shape[1] < v:
-        raise ValueError(f"logp has {arr.shape[1]} columns, the vocabulary {v}")
+        raise ShapeError(
+            f"logp must have at least {v} columns (the vocabulary), got {arr.shape[1]}"
+        )
     return np.ascontiguousarray(arr[:, :v])
 
 
@@ -104,7 +107,8 @@ def dingo_argmax(
             :func:`finishable` for the positions after the block).
 
     Raises:
-        ValueError: no valid block has positive probability.
+        InvalidArgumentError: no valid block has positive probability under ``logp``.
+        ShapeError: ``logp`` is not ``[d, V']`` with ``V' >= V``.
     """
     lp = _check(logp, tdfa)
     q0 = tdfa.start if q0 is None else int(q0)
@@ -113,7 +117,10 @@ def dingo_argmax(
     score = np.where(_ends(tdfa, last, ends), w[d], -np.inf)
     end = int(np.argmax(score))
     if score[end] == -np.inf:
-        raise ValueError("no block of positive probability satisfies the constraint")
+        raise InvalidArgumentError(
+            f"logp must give some block of {d} tokens satisfying the constraint a positive "
+            "probability, got none: no block of positive probability satisfies the constraint"
+        )
     tokens = []
     q = end
     for i in range(d, 0, -1):
@@ -141,7 +148,10 @@ def dingo_sample(
     d = lp.shape[0]
     score = np.where(_ends(tdfa, last, ends), w[d], -np.inf)
     if not np.isfinite(score).any():
-        raise ValueError("no block of positive probability satisfies the constraint")
+        raise InvalidArgumentError(
+            f"logp must give some block of {d} tokens satisfying the constraint a positive "
+            "probability, got none: no block of positive probability satisfies the constraint"
+        )
     q = int(rng.choice(len(score), p=_normalise(score)))
     tokens = []
     for i in range(d - 1, -1, -1):

@@ -49,7 +49,7 @@ from numba import njit
 
 from ..automata.kernels import earley
 from ..automata.vocabulary import NORMAL
-from ..errors import MatcherStateError, TokenRejectedError
+from ..errors import ArgumentTypeError, InvalidArgumentError, MatcherStateError, TokenRejectedError
 from .registry import sampler_entry
 
 __all__ = ["HealingView", "heal_prompt", "resolve_heal"]
@@ -62,15 +62,16 @@ def resolve_heal(heal: bool | None, sampler: str, *, text_prompt: bool, chat: bo
     Id prompts are the caller's own tokenization (kept as given unless ``heal=True``); a
     chat template ends with a boundary the model was trained on (``heal=True`` heals it
     anyway). ``True`` with a sequence sampler (``"smc"``, ``"asap"``) raises
-    ``ValueError``: they draw whole outputs from the prompt's ids and have no healing step.
+    :class:`~corral.errors.InvalidArgumentError` (a ``ValueError``): they draw whole
+    outputs from the prompt's ids and have no healing step.
     """
     entry = sampler_entry(sampler)
     if heal is None:
         return entry.per_token and text_prompt and not chat
     if not isinstance(heal, bool):
-        raise TypeError(f"heal must be True, False or None, not {heal!r}")
+        raise ArgumentTypeError(f"heal must be True, False or None, not {heal!r}")
     if heal and not entry.per_token:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"heal=True is not available with sampler={sampler!r}: token healing runs in the "
             "token-by-token loop (sampler='mask' or 'awrs'); leave heal unset (off for this "
             "sampler)"
@@ -159,7 +160,7 @@ class HealingView:
 
     def __init__(self, matcher: Any, healed: bytes) -> None:
         if not healed:
-            raise ValueError("nothing to heal")
+            raise InvalidArgumentError(f"healed must be non-empty bytes, got {healed!r}")
         if matcher.is_finished():
             raise MatcherStateError("cannot heal after EOS: the output is finished")
         self.matcher = matcher
@@ -224,10 +225,9 @@ class HealingView:
     def fill_bitmask(self, out: Any, row: int = 0) -> None:
         """Like :meth:`Matcher.fill_bitmask <corral.automata.matcher.Matcher.fill_bitmask>`,
         with the healing mask."""
-        from ..automata.bitmask import as_numpy_bitmask
+        from ..automata.bitmask import bitmask_row
 
-        arr = as_numpy_bitmask(out, self.vocab_size)
-        self.fill_row(arr[row].view(np.uint32))
+        self.fill_row(bitmask_row(out, self.vocab_size, row))
 
     def is_accepting(self) -> bool:
         """Never while healing: the output must first spell the healed bytes."""

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from ..automata.bitmask import bitmask_to_bool_torch
-from ..errors import TokenizerError
+from ..automata.bitmask import bitmask_to_bool_torch, check_bitmask
+from ..errors import InvalidArgumentError, ShapeError, VocabularyMismatchError
 
 
 def masked_logits(logits: torch.Tensor, bitmask: Any, vocab_size: int) -> torch.Tensor:
@@ -34,22 +34,27 @@ def masked_logits(logits: torch.Tensor, bitmask: Any, vocab_size: int) -> torch.
         vocab_size: the vocabulary size the bitmask was filled for.
 
     Raises:
-        TokenizerError: ``V`` is smaller than ``vocab_size`` (the grammar's vocabulary is
-            not this model's).
+        VocabularyMismatchError: ``V`` is smaller than ``vocab_size`` (the grammar's
+            vocabulary is not this model's).
+        ShapeError: a bitmask of another dtype or width (see
+            :func:`~corral.automata.bitmask.check_bitmask`), or not one row per logits row.
     """
     squeeze = logits.dim() == 1
     x = logits.unsqueeze(0) if squeeze else logits
     width = x.shape[-1]
     if width < vocab_size:
-        raise TokenizerError(
-            f"the logits have {width} columns but the grammar was compiled for a vocabulary "
-            f"of {vocab_size} tokens: build the Vocabulary with this model's tokenizer and "
-            "vocab_size=model.config.vocab_size"
+        raise VocabularyMismatchError(
+            f"the logits must have at least {vocab_size} columns (the vocabulary the grammar "
+            f"was compiled for), got {width}: build the Vocabulary with this model's "
+            "tokenizer and vocab_size=model.config.vocab_size"
+        )
+    rows = check_bitmask(bitmask, vocab_size)
+    if rows != x.shape[0]:
+        raise ShapeError(
+            f"the bitmask must have one row per logits row ({x.shape[0]}), got {rows} rows"
         )
     allowed = bitmask_to_bool_torch(bitmask, width).to(x.device)
     allowed[:, vocab_size:] = False  # whatever the last word's spare bits say
-    if allowed.shape[0] != x.shape[0]:
-        raise ValueError(f"bitmask has {allowed.shape[0]} rows but the logits have {x.shape[0]}")
     out = x.masked_fill(~allowed, float("-inf"))
     return out[0] if squeeze else out
 
@@ -65,18 +70,23 @@ def sample(
     """Token ids drawn from ``logits`` (``float [batch, V]`` → ``int64 [batch]``).
 
     Steps 2–5 of the module's order; the caller masks first. A row with no finite logit
-    raises ``ValueError`` (masking never produces one: a matcher always allows a token).
+    raises :class:`~corral.errors.InvalidArgumentError` (masking never produces one: a
+    matcher always allows a token), as does a setting out of range.
     """
     if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+        raise InvalidArgumentError(f"temperature must be >= 0, got {temperature}")
     if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}")
+        raise InvalidArgumentError(f"top_k must be >= 1, got {top_k}")
     if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        raise InvalidArgumentError(f"top_p must be in (0, 1], got {top_p}")
     x = logits.unsqueeze(0) if logits.dim() == 1 else logits
     x = x.float()
-    if not bool(torch.isfinite(x).any(dim=-1).all()):
-        raise ValueError("a row of logits has no allowed (finite) entry")
+    finite = torch.isfinite(x).any(dim=-1)
+    if not bool(finite.all()):
+        raise InvalidArgumentError(
+            "every row of logits must have an allowed (finite) entry, got row "
+            f"{int((~finite).nonzero()[0])} with none"
+        )
     if temperature == 0.0:
         return x.argmax(dim=-1)
     x = x / temperature

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     from .config import GenerationConfig
 
@@ -82,8 +84,9 @@ PER_TOKEN_SAMPLERS: tuple[str, ...] = tuple(n for n, e in _TABLE.items() if e.pe
 
 
 def sampler_entry(name: str) -> SamplerEntry:
-    """The table's entry for ``name``; ``ValueError`` listing the names if unknown."""
+    """The table's entry for ``name``; :class:`~corral.errors.InvalidArgumentError` (a
+    ``ValueError``) listing the names if unknown."""
     entry = _TABLE.get(name) if isinstance(name, str) else None
     if entry is None:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, not {name!r}")
+        raise InvalidArgumentError(f"sampler must be one of {SAMPLERS}, got {name!r}")
     return entry

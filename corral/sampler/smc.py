@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ..errors import InvalidArgumentError
 from .awrs import awrs_step, matcher_check
 from .lm import NextLogits
 
@@ -108,11 +109,11 @@ def smc(
     n_particles = as_int(n_particles, "n_particles")
     max_tokens = as_int(max_tokens, "max_tokens")
     if n_particles < 1:
-        raise ValueError("n_particles must be >= 1")
+        raise InvalidArgumentError(f"n_particles must be >= 1, got {n_particles}")
     if max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        raise InvalidArgumentError(f"max_tokens must be >= 1, got {max_tokens}")
     if temperature <= 0:
-        raise ValueError("temperature must be > 0")
+        raise InvalidArgumentError(f"temperature must be > 0, got {temperature}")
     eos = set(compiled.eos_ids.tolist())
     particles = [Particle([], 0.0, False, compiled.matcher()) for _ in range(n_particles)]
     log_z_acc = 0.0

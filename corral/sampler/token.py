@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import MatcherStateError
+from ..errors import InvalidArgumentError, MatcherStateError
 from .awrs import awrs_step, greedy_step, matcher_check
 from .masking import masked_logits, sample
 
@@ -129,7 +129,7 @@ class AWRSSampler:
 
     def __init__(self, temperature: float = 1.0) -> None:
         if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+            raise InvalidArgumentError(f"temperature must be >= 0, got {temperature}")
         self.temperature = temperature
         self.checks = 0
         self._mask = _Bitmask()

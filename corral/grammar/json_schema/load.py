@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ...errors import CompileBudgetError, GrammarError, Location, UnsupportedFeatureError
+from ...errors import (
+    ArgumentTypeError,
+    CompileBudgetError,
+    GrammarError,
+    Location,
+    UnsupportedFeatureError,
+)
 
 DRAFTS = {
     "https://json-schema.org/draft/2020-12/schema": "2020-12",
@@ -243,7 +249,7 @@ def as_schema(spec: Any) -> Any:
         return spec.model_json_schema()
     if isinstance(spec, (dict, bool)):
         return spec
-    raise TypeError(
+    raise ArgumentTypeError(
         f"a JSON Schema must be a dict, a bool, JSON text or a pydantic model class, "
         f"not {type(spec).__name__}"
     )

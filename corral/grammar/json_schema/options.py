@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     from ..entities import EntitySet
 
@@ -59,9 +61,11 @@ class Options:
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("compact", "flexible"):
-            raise ValueError(f"whitespace must be 'compact' or 'flexible', not {self.whitespace!r}")
+            raise InvalidArgumentError(
+                f"whitespace must be 'compact' or 'flexible', not {self.whitespace!r}"
+            )
         if self.property_order not in ("schema", "any"):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"property_order must be 'schema' or 'any', not {self.property_order!r}"
             )
         if self.entities is not None:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...errors import CorralError
+from ...errors import ArgumentTypeError, CorralError, InvalidArgumentError
 
 
 def _has_corral(llm: Any) -> bool:
@@ -70,10 +70,15 @@ class VLLMExtractor:
         from .processor import CorralLogitsProcessor, engine_vocabulary
 
         if "{document}" not in prompt:
-            raise ValueError("prompt must contain the placeholder {document}")
+            raise InvalidArgumentError(
+                f"prompt must contain the placeholder {{document}}, got {prompt[:60]!r}"
+            )
         if isinstance(model, LLM):
             if engine_options:
-                raise ValueError("engine_options cannot be applied to an existing vllm.LLM")
+                raise InvalidArgumentError(
+                    "engine_options cannot be applied to an existing vllm.LLM, got "
+                    f"engine_options={sorted(engine_options)}"
+                )
             if not _has_corral(model):
                 raise CorralError(
                     "the vllm.LLM was built without corral's logits processor: pass "
@@ -84,7 +89,7 @@ class VLLMExtractor:
             options = dict(engine_options or {})
             extra = list(options.pop("logits_processors", None) or [])
             if not isinstance(model, (str, os.PathLike)) and model is not None:
-                raise TypeError(
+                raise ArgumentTypeError(
                     "with engine='vllm', model must be the path of a local model folder or "
                     f"a vllm.LLM, not {type(model).__name__}"
                 )

@@ -35,7 +35,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ....errors import CompileBudgetError, GrammarError, Location, UnsupportedFeatureError
+from ....errors import (
+    ArgumentTypeError,
+    CompileBudgetError,
+    GrammarError,
+    Location,
+    UnsupportedFeatureError,
+)
 from ...regex.charset import EMPTY, MAX_CODE_POINT, UNIVERSE, CharSet
 from .unicode import (
     BINARY_PROPERTIES,
@@ -198,7 +204,7 @@ def parse(pattern: str, *, where: str = "") -> Pattern:
         CompileBudgetError: parentheses nest deeper than :data:`MAX_GROUP_DEPTH`.
     """
     if not isinstance(pattern, str):
-        raise TypeError(f"a pattern must be a string, not {type(pattern).__name__}")
+        raise ArgumentTypeError(f"a pattern must be a string, not {type(pattern).__name__}")
     p = _Parser(pattern, where)
     root = p.parse()
     if p.n_groups != p.total_groups or p.names != p.group_names:  # pragma: no cover
