@@ -60,6 +60,7 @@ _LAZY = {
     "fill_next_token_bitmasks": "corral.automata",
     "explain": "corral.grammar.json_schema",
     "SchemaError": "corral.grammar.json_schema.load",
+    "validate": "corral.grammar.json_schema.validation",
     "generate": "corral.integrations.generate",
     "stream": "corral.integrations.generate",
     "Generation": "corral.integrations.generate",
@@ -71,8 +72,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "CompileBudgetError",
     "ArgumentTypeError",
+    "CompileBudgetError",
     "CompiledGrammar",
     "Compiler",
     "CompletionChecker",
@@ -84,20 +85,20 @@ __all__ = [
     "GrammarError",
     "IncompleteGenerationError",
     "Infill",
-    "Location",
     "InvalidArgumentError",
+    "Location",
     "Matcher",
     "MatcherStateError",
     "PromptTooLongError",
     "SchemaError",
-    "TokenRejectedError",
     "ShapeError",
+    "TokenRejectedError",
     "TokenizerError",
     "UnsupportedFeatureError",
     "ValidationFailedError",
     "Vocabulary",
-    "allocate_bitmask",
     "VocabularyMismatchError",
+    "allocate_bitmask",
     "apply_token_bitmask_inplace",
     "bitmask_to_bool",
     "compile",
@@ -108,6 +109,7 @@ __all__ = [
     "generate",
     "infill",
     "stream",
+    "validate",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,6 +129,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .grammar.entities import EntitySet
     from .grammar.json_schema import explain
     from .grammar.json_schema.load import SchemaError
+    from .grammar.json_schema.validation import validate
     from .integrations.extract import extract
     from .integrations.generate import Generation, generate, stream
     from .integrations.infill import Infill, infill

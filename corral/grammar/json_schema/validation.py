@@ -2,7 +2,8 @@
 
 The grammar of a schema is exact for most keywords; the rest are enforced by validating
 the complete document (the *final check*), and enum values are filtered by validating
-them against their siblings. Both use :class:`ExactValidation`: ``jsonschema``'s
+them against their siblings. Both use :class:`ExactValidation`, and so does
+:func:`validate` (``corral.validate``), for users who re-validate: ``jsonschema``'s
 validators for the schema's draft, with the keywords where ``jsonschema`` and the
 specification's semantics part ways replaced:
 
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...caching import BoundedCache
 from ...errors import CorralError
-from .load import ROOT_URI, LoadedSchema, exact_numbers, for_validation
+from .load import ROOT_URI, LoadedSchema, as_schema, exact_numbers, for_validation, load_schema
 
 if TYPE_CHECKING:
     from ..entities import EntitySet
@@ -49,6 +50,7 @@ __all__ = [
     "NumberRangeError",
     "format_checker",
     "parse_document",
+    "validate",
 ]
 
 MAX_PATTERNS = 4096
@@ -194,6 +196,10 @@ class ExactValidation:
         exact numbers) is valid for the whole schema."""
         return bool(self._root.is_valid(value))
 
+    def iter_errors(self, value: Any) -> Iterator[Any]:
+        """The ``jsonschema.ValidationError`` s of ``value`` (as for :meth:`is_valid`)."""
+        return iter(self._root.iter_errors(value))
+
     def fragment_validator(self, schema: Any, base_uri: str = "") -> Callable[[Any], bool]:
         """``is_valid(value)`` for ``schema``, a subschema (or a schema built from parts of
         this one) whose references resolve from ``base_uri`` in the whole document
@@ -271,6 +277,48 @@ class FinalCheck:
             FinalCheckWarning,
             stacklevel=3,
         )
+
+
+_VALIDATIONS: BoundedCache[str, ExactValidation] = BoundedCache(16)
+"""The validations :func:`validate` built, by the schema's canonical JSON text."""
+
+
+def validate(instance: Any, schema: Any) -> None:
+    """Validate a JSON value against a JSON Schema with corral's semantics, the ones its
+    grammar and final check enforce; like ``jsonschema.validate``, which differs from them
+    (see the module docs): ``multipleOf`` divides exactly, so ``1.2`` and ``0.3`` are
+    multiples of ``0.1`` (``jsonschema`` divides floats and rejects both), and patterns are
+    ECMA-262 and formats are checked, as the grammar writes them.
+
+    Args:
+        instance: a JSON value. A ``float`` counts as the decimal of its shortest spelling
+            (``0.3`` is three tenths), as ``json.loads`` gives back any number of up to 15
+            significant digits; for an exact reading of any text, parse it with
+            ``json.loads(text, parse_float=decimal.Decimal)`` (a ``Decimal`` counts as is).
+        schema: what ``corral.compile`` takes: a dict, a bool, JSON text or a pydantic
+            model class. Validations of the 16 schemas used last are kept.
+
+    Raises:
+        jsonschema.ValidationError: ``instance`` is invalid (the best match of its errors,
+            as ``jsonschema.validate`` chooses it).
+        SchemaError, UnsupportedFeatureError: as compiling the schema would (an invalid
+            schema, a remote ``$ref``).
+
+    Whatever stops validation from deciding propagates (a pattern's
+    :class:`~corral.grammar.json_schema.ecma.MatchBudgetError`, ``RecursionError``).
+    """
+    from jsonschema.exceptions import best_match
+
+    spec = as_schema(schema)
+    try:
+        key = json.dumps(spec, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):  # not JSON data: load_schema says why
+        validation = ExactValidation(load_schema(spec))
+    else:
+        validation = _VALIDATIONS.get_or_build(key, lambda: ExactValidation(load_schema(spec)))
+    error = best_match(validation.iter_errors(exact_numbers(instance)))
+    if error is not None:
+        raise error
 
 
 # -- the validator class -------------------------------------------------------------------
