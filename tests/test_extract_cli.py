@@ -155,6 +155,30 @@ def test_a_document_longer_than_the_context_is_its_own_error(model_dir) -> None:
         corral.generate(str(model_dir), long_doc, schema=SCHEMA, max_new_tokens=4)
 
 
+def test_an_error_keeps_no_extractor_alive(model_dir) -> None:  # type: ignore[no-untyped-def]
+    """An error kept in an Extraction carries no traceback: its frames would hold the
+    extractor (with its model, or its vLLM engine, whose processes the interpreter then
+    waits on at exit) in a reference cycle until a garbage collection, if one comes."""
+    import gc
+    import weakref
+
+    from corral.integrations.extract import make_extractor
+
+    gc.collect()
+    gc.disable()
+    try:
+        ex = make_extractor(str(model_dir), SCHEMA, max_new_tokens=8)
+        alive = weakref.ref(ex)
+        items = list(ex.run([(0, "word " * 3000), (1, DOCS[0])]))
+        assert isinstance(items[0].error, corral.PromptTooLongError)
+        assert items[0].error.__traceback__ is None
+        assert all(x.error is None or x.error.__traceback__ is None for x in items)
+        del ex
+        assert alive() is None  # freed when its last reference went, with no collection
+    finally:
+        gc.enable()
+
+
 FOREIGN = [
     b"important notes",  # no newline: not a cut row of corral's
     b"first\nsecond",

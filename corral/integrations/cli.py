@@ -131,8 +131,6 @@ def run_warmup(*, quiet: bool = False) -> int:
 def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     """``corral extract``; returns the exit status (0: every record extracted, 1: some
     lines are error rows)."""
-    from tqdm import tqdm
-
     from .extract import DEFAULT_PROMPT, make_extractor, with_spans
 
     schema_path, in_path, out_path = Path(args.schema), Path(args.input), Path(args.output)
@@ -159,6 +157,26 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
         engine=getattr(args, "engine", "transformers"),
         engine_options=engine_options(getattr(args, "engine_arg", ())) or None,
     )
+    try:
+        failures = _extract_lines(args, ex, inputs, total, out_path, keep, stderr)
+    finally:
+        ex.close()  # an engine the extractor started (a vLLM one) stops with it
+    return 1 if failures else 0
+
+
+def _extract_lines(
+    args: argparse.Namespace,
+    ex: Any,
+    inputs: list[Any],
+    total: int,
+    out_path: Any,
+    keep: int | None,
+    stderr: TextIO | None,
+) -> int:
+    """Extract the records of ``inputs`` with ``ex`` into ``out_path``; the number of
+    error rows written."""
+    from tqdm import tqdm
+
     failures = 0
     bar = tqdm(
         total=total, initial=total - len(inputs), unit="doc", desc="extract",
@@ -189,7 +207,7 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
                 write_line(out, row)
                 bar.update(1)
     bar.close()
-    return 1 if failures else 0
+    return failures
 
 
 def engine_options(pairs: Sequence[str]) -> dict[str, Any]:

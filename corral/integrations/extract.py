@@ -126,17 +126,20 @@ def extract_iter(
                         max_new_tokens=max_new_tokens, engine=engine,
                         engine_options=engine_options, heal=heal, **schema_options)  # fmt: skip
     batch: list[tuple[int, str]] = []
-    for i, doc in enumerate(documents):
-        if not isinstance(doc, str):
-            raise ArgumentTypeError(
-                f"documents must be strings, got document {i} of type {type(doc).__name__}"
-            )
-        batch.append((i, doc))
-        if len(batch) == batch_size:
+    try:
+        for i, doc in enumerate(documents):
+            if not isinstance(doc, str):
+                raise ArgumentTypeError(
+                    f"documents must be strings, got document {i} of type {type(doc).__name__}"
+                )
+            batch.append((i, doc))
+            if len(batch) == batch_size:
+                yield from ex.run(batch)
+                batch = []
+        if batch:
             yield from ex.run(batch)
-            batch = []
-    if batch:
-        yield from ex.run(batch)
+    finally:
+        ex.close()  # an engine the extractor started (a vLLM one) stops with it
 
 
 def with_spans(schema: str | dict[str, Any], fields: Sequence[str]) -> str:
@@ -266,6 +269,9 @@ class Extractor:
         self.max_new_tokens = max_new_tokens
         self.heal = heal
 
+    def close(self) -> None:
+        """Nothing to release (the model is the caller's or the process's cache's)."""
+
     def run(self, batch: Sequence[tuple[int, str]]) -> Iterator[Extraction]:
         if not self.spans:
             grammars = [(self.compiled, self.parse)] * len(batch)
@@ -328,8 +334,16 @@ def refuse_long(
         try:
             check_prompt_length(n, context, f"the prompt of document {index}")
         except CorralError as e:
-            refused[i] = Extraction(index, None, "", e)
+            refused[i] = Extraction(index, None, "", without_traceback(e))
     return refused
+
+
+def without_traceback(error: CorralError) -> CorralError:
+    """``error`` with no traceback: an :class:`Extraction` keeps its error after the call
+    that raised it returned, and the frames of a traceback would keep that call's
+    extractor (its model, its vLLM engine) alive through a reference cycle, until a
+    garbage collection that may not come before the process exits."""
+    return error.with_traceback(None)
 
 
 def with_refused(
@@ -436,4 +450,4 @@ def checked(
             )
         return Extraction(index, parse(text), text)
     except CorralError as e:
-        return Extraction(index, None, text, e)
+        return Extraction(index, None, text, without_traceback(e))

@@ -85,6 +85,7 @@ class VLLMExtractor:
                     "logits_processors=[CorralLogitsProcessor]"
                 )
             self.llm = model
+            self.owns_engine = False
         else:
             options = dict(engine_options or {})
             extra = list(options.pop("logits_processors", None) or [])
@@ -98,6 +99,7 @@ class VLLMExtractor:
                 logits_processors=[*extra, CorralLogitsProcessor],
                 **options,
             )
+            self.owns_engine = True
         model_config = self.llm.llm_engine.model_config
         # the vocabulary the workers build (same EOS ids)
         self.vocab = engine_vocabulary(model_config, int(model_config.get_vocab_size()))
@@ -110,6 +112,19 @@ class VLLMExtractor:
         )
         self.prompt = prompt.replace("{schema}", schema_json(schema))
         self.max_new_tokens = max_new_tokens
+
+    def close(self) -> None:
+        """Stop the engine if this extractor started it (a ``vllm.LLM`` passed in is the
+        caller's, and keeps running). vLLM stops its engine processes when the ``LLM`` is
+        garbage collected; stopping it here does not leave that to when (or whether) a
+        collection comes before the interpreter exits, which otherwise waits on them."""
+        if not self.owns_engine:
+            return
+        self.owns_engine = False
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
 
     def run(self, batch: Sequence[tuple[int, str]]) -> Iterator[Any]:
         from ..extract import checked, refuse_long, with_refused
