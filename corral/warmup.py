@@ -162,7 +162,7 @@ def _step_sparse(state: State) -> None:
         "type": "object",
         "properties": {
             "city": {"type": "string", "x-corral-entities": "cities"},
-            "quote": {"type": "string", "x-corral-span": True},
+            "quote": {"type": "string", "x-corral-span": True, "minLength": 2},
         },
         "required": ["city", "quote"],
     }
@@ -231,9 +231,10 @@ def warmup(progress: Progress | None = None) -> list[WarmupStep]:
     Steps: the vocabulary's trie; a JSON Schema compile (token caches, state signatures,
     continuation classes); masks, consumes and forced tokens on it; a Lark grammar with
     ignored whitespace and a special token; an entity set and a span constraint (the
-    kernels' form for sparse lexer rows); a regular expression (token-level DFA);
-    batched masks and masking float32 logits; completion checks of partly filled slots
-    (diffusion). Raises ``RuntimeError`` if a constraint rejects its built-in text.
+    kernels' form for sparse lexer rows, and the product of a span with a length bound);
+    a regular expression (token-level DFA); batched masks and masking float32 logits;
+    completion checks of partly filled slots (diffusion). Raises ``RuntimeError`` if a
+    constraint rejects its built-in text.
     """
     done: list[WarmupStep] = []
     state: State = {}

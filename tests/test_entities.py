@@ -201,9 +201,15 @@ def test_entity_constraints_are_refused_where_they_cannot_hold() -> None:
         corral.compile(s, vocab, entities={"other": es})
     with pytest.raises(SchemaError, match="must name an entity set"):
         corral.compile({"x-corral-entities": ["a"]}, vocab, entities={"letters": es})
-    with pytest.raises(UnsupportedFeatureError, match="/properties/x/pattern"):
+    with pytest.raises(UnsupportedFeatureError, match="/properties/x/anyOf"):
         corral.compile(
-            {"properties": {"x": {"x-corral-entities": "letters", "pattern": "a"}}},
+            {"properties": {"x": {"x-corral-entities": "letters", "anyOf": [{"pattern": "a"}]}}},
+            vocab,
+            entities={"letters": es},
+        )
+    with pytest.raises(UnsupportedFeatureError, match="/properties/x/pattern"):
+        corral.compile(  # a backreference: no automaton can hold it
+            {"properties": {"x": {"x-corral-entities": "letters", "pattern": "(a)\\1"}}},
             vocab,
             entities={"letters": es},
         )

@@ -253,7 +253,67 @@ def test_budgets() -> None:
     for _ in range(12):
         nested = {"anyOf": [nested, {"type": "array", "items": nested}]}
     with pytest.raises(CompileBudgetError):
-        Grammar.from_json_schema(nested, time_budget_s=0.0)
+        Grammar.from_json_schema(nested, time_budget_s=0.0)  # an opt-in wall-clock limit
+    with pytest.raises(CompileBudgetError, match="max_work"):
+        Grammar.from_json_schema(wide, max_work=50_000)
+    for bad in ({"max_work": 0}, {"pattern_budget": 1.5}, {"time_budget_s": -1}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            Grammar.from_json_schema({"type": "integer"}, **bad)
+
+
+def test_budgets_count_steps_so_a_schema_compiles_the_same_everywhere() -> None:
+    """A pattern too large for its step budget is left to the final check, and a schema
+    too large for the grammar's is refused, by counting construction steps: the outcome
+    does not depend on the machine's speed or load (two runs, the second with the other
+    core busy, give the same grammar and findings)."""
+    import threading
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "pattern": "^(?:[a-z0-9-]{1,63}\\.){1,8}[a-z]{2,12}$"},
+            "b": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        },
+    }
+    small = {"pattern_budget": 20_000}
+    outcomes = []
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            sum(i * i for i in range(10_000))
+
+    for loaded in (False, True):
+        worker = threading.Thread(target=busy) if loaded else None
+        if worker:
+            worker.start()
+        try:
+            g = Grammar.from_json_schema(schema, **small)
+            found = {(f.pointer, f.status) for f in corral.explain(schema, **small).findings}
+        finally:
+            stop.set()
+            if worker:
+                worker.join()
+        outcomes.append((g.fingerprint, found))
+    assert outcomes[0] == outcomes[1]
+    found = outcomes[0][1]
+    assert ("/properties/a/pattern", "final check") in found  # about 43,000 steps
+    assert ("/properties/b/pattern", "exact") in found
+    assert ("/properties/a/pattern", "exact") in {
+        (f.pointer, f.status) for f in corral.explain(schema).findings
+    }
+
+
+def test_a_large_numeric_enum_is_one_terminal(llama3) -> None:  # type: ignore[no-untyped-def]
+    tok, vocab = llama3
+    schema = {"enum": [*range(100_000), 2.5, -0.125]}
+    g = Grammar.from_json_schema(schema)
+    assert len(g.terminals) == 1
+    c = corral.compile(schema, vocab)
+    cases = [("99999", True), ("42.00", True), ("-0", True), ("2.50", True), ("-0.125", True)]
+    cases += [("100000", False), ("2.4", False), ("1e3", False)]
+    for text, want in cases:
+        assert accepts(c, tok, text) == want, text
 
 
 # -- generated instances and random walks ------------------------------------------------

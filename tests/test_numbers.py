@@ -545,3 +545,62 @@ def test_intersect_range_and_multiple() -> None:
     )
     for w, ok in [("-1", False), ("-0.75", True), ("1.00", True), ("0.5", True), ("0.3", False)]:
         assert both.matches(w.encode()) == ok, w
+
+
+# ---------------------------------------------------------------------------------------
+# a finite set of numbers (an enum's): one automaton, the union of one-value ranges
+
+value_dec = st.one_of(
+    st.builds(dec, st.integers(-(10**6), 10**6), st.integers(-8, 8)),
+    st.builds(dec, st.integers(-30, 30), st.integers(-3, 1)),
+    st.just(D(0)),
+)
+
+
+def _set_matches(dfa: object, word: str) -> bool:
+    return dfa.matches(word.encode())  # type: ignore[attr-defined]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(value_dec, min_size=1, max_size=8), data=st.data())
+def test_number_set_is_the_union_of_its_values(values: list[Decimal], data: st.DataObject) -> None:
+    from corral.grammar.json_schema.number_set import number_set_dfa
+
+    dfa = number_set_dfa(values)
+    near = st.builds(
+        literal_near,
+        st.sampled_from(values),
+        st.sampled_from(["", "0", "00", "000000", ".0"]),
+        st.integers(0, 9),
+    )
+    words = data.draw(st.lists(st.one_of(near, num_literal, junk, st.sampled_from(MALFORMED))))
+    words += [format(v, "f") for v in values] + ["0", "-0", "-0.0", "0.000"]
+    for w in words:
+        want = bool(NUM_RE.fullmatch(w)) and D(w) in values
+        assert _set_matches(dfa, w) == want, (values, w)
+
+
+def test_a_large_number_set_is_one_automaton() -> None:
+    from corral.grammar.json_schema.number_set import MAX_STEM_BYTES, number_set_dfa, stems
+
+    dfa = number_set_dfa(D(i) for i in range(100_000))
+    assert dfa.n_states < 20  # the digits of 0..99999 share every suffix
+    for w, want in [("99999", True), ("5.0", True), ("-0", True), ("0.00", True),
+                    ("100000", False), ("-1", False), ("5.01", False), ("007", False)]:  # fmt: skip
+        assert _set_matches(dfa, w) == want, w
+    spread = [D(i) / 1000 for i in range(-50_000, 50_000, 7)]
+    sparse = number_set_dfa(spread)
+    for v in spread[::97]:
+        text = format(v, "f")
+        assert _set_matches(sparse, text + ("0" if "." in text else ".0"))
+    assert not _set_matches(sparse, "0.0005")
+    assert stems([D("1E+2"), D("2.50"), D(0), D("-7.000")]) == [
+        b"-0\x00",
+        b"-7\x00",
+        b"0\x00",
+        b"100\x00",
+        b"2.5\x01",
+    ]
+    with pytest.raises(CompileBudgetError, match="digits"):
+        stems([D("1E+999"), D("2E+999")], max_bytes=1500)  # 1,000 digits each
+    assert MAX_STEM_BYTES >= 10**6

@@ -139,6 +139,37 @@ def test_trivial_merges_keep_the_other_schema() -> None:
     assert merger.merge({"pattern": "a"}, {"pattern": "b"}, r, resolve) is None
 
 
+def test_keywords_read_together_are_not_merged_across_branches() -> None:
+    """``{"if": A}`` and ``{"then": B}`` in two branches are not ``{"if": A, "then": B}``
+    (each ``then`` belongs to its own branch's ``if``); nor is a ``minContains`` beside
+    another branch's ``contains``, or a draft-4 ``exclusiveMaximum: true`` beside
+    another branch's ``maximum``."""
+    loaded = load_schema({})
+    merger, resolve = _merger(loaded)
+    r = loaded.resolver()
+    assert (
+        merger.merge({"if": {"exclusiveMaximum": 0}}, {"then": {"minimum": -10}}, r, resolve)
+        is None
+    )
+    assert merger.merge({"contains": {"type": "string"}}, {"minContains": 2}, r, resolve) is None
+    assert merger.merge({"maximum": 5}, {"exclusiveMaximum": True}, r, resolve) is None
+    same = {"if": {"minimum": 1}, "then": {"type": "integer"}}
+    assert merger.merge(same, dict(same), r, resolve) == same
+    assert merger.merge(same, {"minLength": 2}, r, resolve) == {**same, "minLength": 2}
+    # the suite's case: each branch's keyword is vacuous alone, so everything is valid
+    schema = {
+        "allOf": [
+            {"if": {"exclusiveMaximum": 0}},
+            {"then": {"minimum": -10}},
+            {"else": {"multipleOf": 2}},
+        ]
+    }
+    tok, vocab = load_tokenizer("gpt2"), load_vocab("gpt2")
+    compiled = corral.compile(schema, vocab)
+    for text in ("-100", "3", "0", '"x"'):
+        assert accepts(compiled, tok, text), text
+
+
 def test_merge_follows_references_of_the_second_schema() -> None:
     loaded = load_schema(
         {

@@ -68,6 +68,16 @@ EMPTY = [
     {"if": {"type": "string"}, "then": False, "else": {"not": {}}},
     {"type": "string", "if": {"type": "string"}, "then": False},
     {"if": True, "then": False},
+    {"type": "string", "minLength": 300, "maxLength": 299},
+    {"type": "string", "minLength": 3, "maxLength": 2},
+    {"type": "integer", "if": {"minimum": 0}, "then": {"maximum": -1}, "else": {"minimum": 0}},
+    {"type": "string", "if": {"maxLength": 1}, "then": {"minLength": 2}, "else": {"maxLength": 1}},
+    {
+        "type": "array",
+        "if": {"type": "array", "minItems": 1, "maxItems": 2},
+        "then": {"minItems": 3},
+        "else": {"maxItems": 2, "minItems": 1},
+    },
 ]
 
 
@@ -148,6 +158,28 @@ EXACT_CASES = [
     ),
     ({"type": "array", "items": {"type": "integer"}, "contains": {"const": 1}}, ["contains"]),
     ({"type": "array", "contains": {"type": "boolean"}, "minContains": 2}, ["contains"]),
+    # an `if` that only bounds one family of values splits it by the bound
+    ({"if": {"minimum": 1}, "then": {"type": "integer"}, "else": {"type": "string"}}, ["if"]),
+    ({"if": {"maxLength": 1}, "then": {"enum": ["a", "", 1]}, "else": {"minLength": 3}}, ["if"]),
+    (
+        {"if": {"type": "integer", "exclusiveMaximum": 2}, "then": {"minimum": 1}, "else": False},
+        ["if"],
+    ),
+    (
+        {"if": {"type": "array", "minItems": 1, "maxItems": 2}, "then": {"items": False}},
+        ["if"],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {}, "b": {}, "c": {}},
+            "additionalProperties": False,
+            "if": {"maxProperties": 1},
+            "then": {"required": ["a"]},
+            "else": {"required": ["c"]},
+        },
+        ["if"],
+    ),
 ]
 
 

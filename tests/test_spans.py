@@ -199,11 +199,9 @@ def test_a_span_without_a_source_is_refused_with_its_pointer() -> None:
 @pytest.mark.parametrize(
     ("extra", "pointer"),
     [
-        ({"pattern": "^a"}, "/properties/p/pattern"),
-        ({"format": "email"}, "/properties/p/format"),
-        ({"enum": ["a"]}, "/properties/p/enum"),
         ({"type": "integer"}, "/properties/p/type"),
         ({"$ref": "#/$defs/s"}, "/properties/p/$ref"),
+        ({"anyOf": [{"minLength": 2}]}, "/properties/p/anyOf"),
     ],
 )
 def test_a_span_beside_another_assertion_is_refused(extra: dict, pointer: str) -> None:
@@ -224,16 +222,129 @@ def test_a_malformed_span_keyword_is_refused(value: object) -> None:
     assert e.value.pointer == "/x-corral-span"
 
 
-def test_length_bounds_beside_a_span_are_the_final_checks() -> None:
-    schema = {"type": "string", "x-corral-span": True, "minLength": 1, "maxLength": 3}
-    ex = corral.explain(schema, source="abcdef")
-    status = {f.keyword: f.status for f in ex.findings}
-    assert status["x-corral-span"] == "exact" and status["minLength"] == "exact"
-    assert status["maxLength"] == "final check"
-    check = Grammar.from_json_schema(schema, source="abcdef").final_check
-    assert check is not None and check(b'"abc"') and not check(b'"abcd"')
-    with pytest.raises(UnsupportedFeatureError, match="maxLength"):
-        Grammar.from_json_schema(schema, source="abcdef", final_check=False)
+# -- string keywords beside a span: the span automaton is cut to them, exactly -----------
+SOURCE = 'Invoice /7 from ACME Corp., "Main" St. 12 \\ Zürich 日本 😀\nDue 2024-05-01; ok.'
+BESIDE = [
+    {"minLength": 3},
+    {"maxLength": 4},
+    {"minLength": 2, "maxLength": 3},
+    {"minLength": 0, "maxLength": 1},
+    {"pattern": "^[A-Z]"},
+    {"pattern": "[0-9]$", "maxLength": 5},
+    {"format": "date"},
+    {"enum": ["ACME", "Zürich", "Paris", "Main", 7, "日本 😀"], "minLength": 3},
+    {"const": "Corp."},
+    {"pattern": "\\s", "minLength": 2, "maxLength": 4},
+]
+
+
+def _probes() -> list[str]:
+    out = {
+        SOURCE[i:j] for i in range(len(SOURCE)) for j in range(i + 1, min(len(SOURCE), i + 11) + 1)
+    }
+    return sorted(out | {"", "Paris", "ACME Corp", "2024-05-02", "Main St", "ACMX"})
+
+
+@pytest.mark.parametrize("extra", BESIDE, ids=[json.dumps(e, ensure_ascii=False) for e in BESIDE])
+@pytest.mark.parametrize("keyword", ["x-corral-span", "x-corral-entities"])
+def test_string_keywords_beside_a_span_or_entity_set_are_exact(extra: dict, keyword: str) -> None:
+    """The grammar alone (no final check) allows exactly the spans (or names) that the
+    keywords beside them allow: no value it allows can fail them at the end."""
+    import jsonschema
+
+    names = {SOURCE[i : i + n] for i in range(0, len(SOURCE), 3) for n in (1, 4, 6)}
+    names = sorted(names | {"2024-05-01", "ACME", "Corp.", "日本 😀", " \n", "Main St"})
+    marker = {"x-corral-span": True} if keyword == "x-corral-span" else {keyword: "n"}
+    schema = {"type": "string", **marker, **extra}
+    g = Grammar.from_json_schema(schema, source=SOURCE, entities={"n": names}, final_check=False)
+    assert g.final_check is None
+    terms = list(g.terminals.values())
+    others = jsonschema.Draft202012Validator(
+        {"type": "string", **extra}, format_checker=jsonschema.FormatChecker()
+    )
+    for probe in _probes():
+        inside = bool(probe) and (probe in SOURCE if keyword == "x-corral-span" else probe in names)
+        want = inside and others.is_valid(probe)
+        got = any(t.dfa.matches(_json(probe)) for t in terms)
+        assert got == want, (probe, want)
+    for f in corral.explain(schema, source=SOURCE, entities={"n": names}).findings:
+        assert f.status in ("exact", "annotation"), f
+
+
+def test_the_walks_of_a_span_with_a_length_bound_never_dead_end() -> None:
+    """The case of the report: a 150-character source and minLength 3 beside the span."""
+    vocab = load_vocab("llama3")
+    src = (SOURCE * 3)[:150]
+    schema = {
+        "type": "object",
+        "properties": {"vendor": {"type": "string", "x-corral-span": True, "minLength": 3}},
+        "required": ["vendor"],
+        "additionalProperties": False,
+    }
+    compiled = corral.compile(schema, vocab, source=src)
+    rng = random.Random(0)
+    for _ in range(30):
+        value = json.loads(_walk(compiled, rng))["vendor"]  # _walk fails on a dead end
+        assert len(value) >= 3 and value in src
+
+
+def test_generate_under_a_span_with_a_length_bound_never_runs_out_of_tokens() -> None:
+    """The report's second symptom: ``generate`` with a random model raised "a row of
+    logits has no allowed (finite) entry" on every seed."""
+    from support.tiny_models import tiny_llama
+    from support.tokenizers import load_tokenizer
+
+    tok = load_tokenizer("gpt2")
+    model = tiny_llama(tok)
+    src = (SOURCE * 3)[:150]
+    schema = {
+        "type": "object",
+        "properties": {"vendor": {"type": "string", "x-corral-span": True, "minLength": 3}},
+        "required": ["vendor"],
+        "additionalProperties": False,
+    }
+    for seed in range(4):
+        value = corral.generate(
+            model, "Vendor:", schema=schema, tokenizer=tok, source=src, seed=seed,
+            temperature=1.0, max_new_tokens=80,
+        )  # fmt: skip
+        assert len(value["vendor"]) >= 3 and value["vendor"] in src
+
+
+def test_keywords_beside_a_span_that_the_grammar_cannot_hold_are_refused(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    def refused(extra: dict, source: str = SOURCE) -> Exception:
+        schema = {"properties": {"p": {"type": "string", "x-corral-span": True, **extra}}}
+        with pytest.raises((UnsupportedFeatureError, corral.CompileBudgetError)) as e:
+            Grammar.from_json_schema(schema, source=source)
+        return e.value
+
+    e = refused({"pattern": "^(a)\\1$"})  # a backreference: not regular
+    assert isinstance(e, UnsupportedFeatureError) and e.location.pointer == "/properties/p/pattern"
+    e = refused({"format": "regex"})
+    assert isinstance(e, UnsupportedFeatureError) and e.location.pointer == "/properties/p/format"
+    # a product beyond its budget is refused by the keyword's pointer, never left to a check
+    import corral.grammar.json_schema.strings as strings
+
+    monkeypatch.setattr(strings, "RESTRICTED_MAX_STATES", 500)
+    e = refused({"maxLength": 40})
+    assert isinstance(e, corral.CompileBudgetError)
+    assert e.location is not None and e.location.pointer == "/properties/p/maxLength"
+    assert "500" in str(e) and "maxLength" in str(e)
+
+
+def test_a_span_no_length_bound_allows_is_an_empty_language() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"p": {"type": "string", "x-corral-span": True, "minLength": 99}},
+        "required": ["p"],
+    }
+    with pytest.raises(corral.EmptyLanguageError, match="minLength 99") as e:
+        Grammar.from_json_schema(schema, source="short text")
+    assert e.value.location is not None and e.value.location.pointer == "/properties/p/minLength"
+    # optional: the property is just never written
+    del schema["required"]
+    g = Grammar.from_json_schema(schema, source="short text", final_check=False)
+    assert g.final_check is None
 
 
 def test_a_span_merged_through_all_of_is_still_enforced() -> None:

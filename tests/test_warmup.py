@@ -39,7 +39,8 @@ docs = [(compiler.json_schema(schema), '{"id": 7, "tags": ["ab"], "kind": "user"
         (compiler.regex(r"\d{3}-\d{4}"), "555-1234"),
         (compiler.compile({"type": "object", "properties": {
             "c": {"type": "string", "x-corral-entities": "c"},
-            "q": {"type": "string", "x-corral-span": True}}, "required": ["c", "q"]},
+            "q": {"type": "string", "x-corral-span": True, "maxLength": 9}},
+            "required": ["c", "q"]},
             source="she moved to Wien", entities={"c": ["Wien", "Graz"]}),
          '{"c": "Wien", "q": "to Wien"}')]
 mask = corral.allocate_bitmask(2, vocab.size)

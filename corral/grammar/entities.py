@@ -109,6 +109,11 @@ class EntitySet:
         return f"EntitySet({self.label!r})"
 
     @property
+    def longest(self) -> int:
+        """The characters of the longest name."""
+        return max(map(len, self._names))
+
+    @property
     def digest(self) -> str:
         """A SHA-256 hex digest of the names (for compile-cache keys)."""
         if self._digest is None:

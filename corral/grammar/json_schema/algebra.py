@@ -135,6 +135,36 @@ def _scope_conflict(x: dict[str, Any], y: dict[str, Any]) -> bool:
     return _nontrivial(x, "additionalItems") and tuple_y > tuple_x
 
 
+# keywords that are read together: an `if` applies its own branch's `then`/`else`, and
+# `minContains`/`maxContains` count their own branch's `contains` (draft 4's boolean
+# `exclusiveMinimum`/`exclusiveMaximum` qualify their own branch's bound)
+_LINKED = (
+    frozenset({"if", "then", "else"}),
+    frozenset({"contains", "minContains", "maxContains"}),
+)
+_DRAFT4_BOUNDS = (
+    frozenset({"minimum", "exclusiveMinimum"}),
+    frozenset({"maximum", "exclusiveMaximum"}),
+)
+
+
+def _linked_conflict(x: dict[str, Any], y: dict[str, Any]) -> bool:
+    """Whether ``x`` and ``y`` both hold keywords of a group that is read together, with
+    different values (``{"if": A}`` and ``{"then": B}`` in two branches of an ``allOf``
+    are not ``{"if": A, "then": B}``). Merging them would change what they mean."""
+    groups = list(_LINKED)
+    if any(
+        isinstance(z.get(k), bool) for z in (x, y) for k in ("exclusiveMinimum", "exclusiveMaximum")
+    ):
+        groups.extend(_DRAFT4_BOUNDS)
+    for group in groups:
+        gx = {k: v for k, v in x.items() if k in group}
+        gy = {k: v for k, v in y.items() if k in group}
+        if gx and gy and canonical(gx) != canonical(gy):
+            return True
+    return False
+
+
 # (reference, resolver) -> (target schema, the target's resolver)
 Resolve = Callable[[str, Any], tuple[Any, Any]]
 
@@ -184,7 +214,7 @@ class Merger:
             if m is None or m is False:
                 return m
             b = m
-        if _scope_conflict(a, b) or _scope_conflict(b, a):
+        if _scope_conflict(a, b) or _scope_conflict(b, a) or _linked_conflict(a, b):
             return None
         out = dict(a)
         for k, v in b.items():

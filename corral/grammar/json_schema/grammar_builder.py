@@ -9,20 +9,24 @@ a set of literal words). It knows nothing about schemas.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
+from decimal import Decimal
 
 from ...errors import CompileBudgetError
 from ..ir import Rule, Terminal
 from ..regex import ByteDFA, literal_automaton, python_regex_dfa
 from ..regex.dawg import dawg, trie_states
-from ..regex.dfa import shared_automata, union_of_literals
+from ..regex.dfa import shared_automata, spend, union_of_literals
 from ..regex.sparse import SparseDFA
+from .number_set import number_set_dfa
 from .numbers import number_dfa
 from .options import Options
 from .strings import plain_string
 
 __all__ = ["GrammarBuilder", "drop_undefined"]
+
+TICK_STEPS = 100
+"""Construction steps one subschema visit costs (``Options.max_work``)."""
 
 DENSE_WORDS_STATES = 4096
 """Largest trie of enum texts laid out as a dense automaton (4 MB at 1 KB a state)."""
@@ -35,7 +39,6 @@ class GrammarBuilder:
         opt: the translation options (whitespace, budgets).
         terms: terminal name -> terminal.
         rules: the rules so far, in the order they were added.
-        deadline: ``time.monotonic()`` past which :meth:`tick` raises.
     """
 
     def __init__(self, options: Options) -> None:
@@ -44,7 +47,6 @@ class GrammarBuilder:
         self._term_keys: dict[str, str] = {}
         self.rules: list[Rule] = []
         self.n = 0
-        self.deadline = time.monotonic() + options.time_budget_s
         self._any: str | None = None
 
     def fresh(self, hint: str) -> str:
@@ -72,12 +74,10 @@ class GrammarBuilder:
         return name
 
     def tick(self) -> None:
-        """Raise :class:`CompileBudgetError` once ``Options.time_budget_s`` is spent."""
-        if time.monotonic() > self.deadline:
-            raise CompileBudgetError(
-                f"building the grammar took longer than {self.opt.time_budget_s} s "
-                "(Options.time_budget_s)"
-            )
+        """Spend a step of the grammar's budget (:data:`TICK_STEPS`): raises
+        :class:`CompileBudgetError` once ``Options.max_work`` (or the optional
+        ``Options.time_budget_s``) is spent."""
+        spend(TICK_STEPS, "building the grammar")
 
     def term(
         self, key: str, make: Callable[[], ByteDFA | SparseDFA], source: str, hint: str
@@ -135,6 +135,22 @@ class GrammarBuilder:
             ),
             f"one of {len(texts)} values ({shown})",
             "WORDS",
+        )
+        assert name is not None
+        return name
+
+    def numbers(self, values: list[Decimal]) -> str:
+        """One terminal for a set of numbers (an enum's): every spelling of each value
+        without an exponent (``number_set.py``), built in time linear in the digits,
+        where a terminal per value costs a range automaton each."""
+        ordered = sorted(set(values))
+        key = hashlib.blake2b("\0".join(map(str, ordered)).encode(), digest_size=16).hexdigest()
+        shown = ", ".join(map(str, ordered[:3])) + (", ..." if len(ordered) > 3 else "")
+        name = self.term(
+            "numbers:" + key,
+            lambda: number_set_dfa(ordered),
+            f"one of {len(ordered)} numbers ({shown})",
+            "NUMS",
         )
         assert name is not None
         return name

@@ -35,10 +35,18 @@ class Options:
             for the keywords the grammar over-approximates; see the docs of
             :mod:`corral.grammar.json_schema.translate`).
         max_states: automaton states allowed per terminal.
-        pattern_budget_s: time allowed to build one string automaton (pattern, format,
-            lengths); beyond it the pattern or format is left to the final check.
+        pattern_budget: construction steps allowed for one string automaton (pattern,
+            format, lengths); beyond them the pattern or format is left to the final
+            check.
         max_rules: grammar rules allowed in total.
-        time_budget_s: wall-clock budget for building the grammar.
+        max_work: construction steps allowed for the whole grammar (subschemas visited,
+            automaton states and closures built); beyond them the schema is refused with
+            :class:`~corral.errors.CompileBudgetError`. Budgets count steps, not seconds,
+            so a schema compiles to the same grammar, or is refused the same way, on a
+            loaded machine and an idle one.
+        time_budget_s: an optional wall-clock limit on building the grammar (``None``:
+            none), for callers that must bound latency; past it the schema is refused
+            (never compiled differently), so what it refuses depends on the machine.
         source: the texts that ``"x-corral-span"`` values must be spans of (``None``:
             none given; a schema that uses the keyword is then refused).
         entities: the entity sets ``"x-corral-entities"`` names (a mapping of names to
@@ -54,8 +62,9 @@ class Options:
     final_check: bool = True
     max_states: int = 50_000
     max_rules: int = 200_000
-    time_budget_s: float = 30.0
-    pattern_budget_s: float = 5.0
+    max_work: int = 40_000_000
+    pattern_budget: int = 4_000_000
+    time_budget_s: float | None = None
     source: tuple[str, ...] | None = None
     entities: Mapping[str, EntitySet] | None = None
 
@@ -77,4 +86,12 @@ class Options:
 
             object.__setattr__(self, "source", source_texts(self.source))
         if self.max_whitespace < 1:
-            raise ValueError("max_whitespace must be at least 1")
+            raise InvalidArgumentError("max_whitespace must be at least 1")
+        for name in ("max_states", "max_rules", "max_work", "pattern_budget"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
+        if self.time_budget_s is not None and not self.time_budget_s >= 0:
+            raise InvalidArgumentError(
+                f"time_budget_s must be None or >= 0, not {self.time_budget_s!r}"
+            )

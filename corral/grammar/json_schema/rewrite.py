@@ -21,6 +21,7 @@ the schema empty, so an empty language is reported at compile time
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .keywords import ANNOTATIONS
@@ -55,7 +56,7 @@ def simplify(
     return out
 
 
-def _own_kinds(b: Translator, schema: dict[str, Any]) -> frozenset[str]:
+def _own_kinds(schema: dict[str, Any]) -> frozenset[str]:
     k = kinds_of({"type": schema["type"]}, ANNOTATIONS) if "type" in schema else ALL_KINDS
     return ALL_KINDS if k is None else k
 
@@ -66,7 +67,7 @@ def _not(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) -> dict
     banned = kinds_of(sub, ANNOTATIONS)
     if banned is None:
         return schema  # the final check enforces it
-    left = _own_kinds(b, schema) - banned
+    left = _own_kinds(schema) - banned
     if not left:
         b.findings.exact(n_ptr, "not", "no value is left")
         return None
@@ -100,6 +101,9 @@ def _if(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) -> dict[
     if kinds is None:
         cases = _property_cases(b, cond, rest, then, other, resolver, ptr)
         detail = "split by the property's value"
+        if cases is None and b.loaded.draft != "4":
+            cases = _bound_cases(cond, then, other)
+            detail = "split by the bound"
         if cases is None and surely_empty(other, ann):  # every value must pass `if`, `then`
             return _with(b, schema, ptr, resolver, rest, {"allOf": [cond, then]})
     else:
@@ -179,6 +183,60 @@ def _property_cases(
         )
     if required:
         cases.append(({"type": "object", "properties": {name: False}}, other, "else"))
+    return cases
+
+
+_NUMBERS = frozenset({"int", "frac"})
+# bound keyword -> (the kinds it applies to, the keyword of its complement there, and the
+# complement's value from the bound's; None when the bound holds for every such value)
+_BOUNDS: dict[str, tuple[frozenset[str], str, Callable[[Any], Any]]] = {
+    "minimum": (_NUMBERS, "exclusiveMaximum", lambda v: v),
+    "exclusiveMinimum": (_NUMBERS, "maximum", lambda v: v),
+    "maximum": (_NUMBERS, "exclusiveMinimum", lambda v: v),
+    "exclusiveMaximum": (_NUMBERS, "minimum", lambda v: v),
+    "minLength": (frozenset({"string"}), "maxLength", lambda n: n - 1 if n > 0 else None),
+    "maxLength": (frozenset({"string"}), "minLength", lambda n: n + 1),
+    "minItems": (frozenset({"array"}), "maxItems", lambda n: n - 1 if n > 0 else None),
+    "maxItems": (frozenset({"array"}), "minItems", lambda n: n + 1),
+    "minProperties": (frozenset({"object"}), "maxProperties", lambda n: n - 1 if n > 0 else None),
+    "maxProperties": (frozenset({"object"}), "minProperties", lambda n: n + 1),
+}
+
+
+def _bound_cases(cond: Any, then: Any, other: Any) -> list[tuple[Any, Any, str]] | None:
+    """An ``if`` that only bounds values of one family (numbers, string lengths, item or
+    property counts), with an optional ``type``, as exact cases: the values that pass it
+    take ``then``; the others (the types it excludes, and each bound broken in turn, the
+    earlier ones kept) take ``else``. ``None`` for any other condition (and for drafts
+    whose ``exclusiveMinimum`` is a flag)."""
+    if not isinstance(cond, dict):
+        return None
+    bounds = [(k, v) for k, v in cond.items() if k in _BOUNDS]
+    if not bounds or any(k != "type" and k not in _BOUNDS and k not in ANNOTATIONS for k in cond):
+        return None
+    family = _BOUNDS[bounds[0][0]][0]
+    if any(_BOUNDS[k][0] != family for k, _ in bounds):
+        return None
+    own = _own_kinds(cond)
+    cases: list[tuple[Any, Any, str]] = [(cond, then, "then")]
+    if own != ALL_KINDS:
+        t_out = type_of_kinds(ALL_KINDS - own)
+        if t_out is None:
+            return None
+        cases.append(({"type": t_out}, other, "else"))
+    inside = own & family
+    if not inside:
+        return cases
+    t_in = type_of_kinds(inside)
+    if t_in is None:
+        return None
+    for i, (k, v) in enumerate(bounds):
+        _, opposite, flip = _BOUNDS[k]
+        broken = flip(v)
+        if broken is None:
+            continue  # the bound holds for every value it applies to
+        case = {"type": t_in, **dict(bounds[:i]), opposite: broken}
+        cases.append((case, other, "else"))
     return cases
 
 

@@ -24,8 +24,19 @@ import numpy as np
 from ...caching import BoundedCache
 from ..regex import ast, python_regex_dfa
 from ..regex.charset import CharSet
-from ..regex.dfa import ByteDFA, intersect, nfa_to_byte_dfa, quoted, shared_automata, trim
+from ..regex.dfa import (
+    ByteDFA,
+    intersect,
+    metered,
+    nfa_to_byte_dfa,
+    quoted,
+    shared_automata,
+    spend,
+    trim,
+)
 from ..regex.nfa import build_nfa
+from ..regex.restrict import restrict_quoted
+from ..regex.sparse import SparseDFA
 
 # One character of a JSON string body, encoded (Python regex over code points).
 UNIT = (
@@ -147,7 +158,9 @@ def encode_node(node: ast.Node, *, escapes: bool = True) -> ast.Node:
 
 _BODY_CACHE_SIZE = 256
 # (decoded-language tree, state budget) -> encoded-body DFA; the trees are vocabulary-free
-_BODY_CACHE: BoundedCache[tuple[ast.Node, int], ByteDFA] = BoundedCache(_BODY_CACHE_SIZE)
+_BODY_CACHE: BoundedCache[tuple[ast.Node, int], tuple[ByteDFA, int]] = BoundedCache(
+    _BODY_CACHE_SIZE
+)
 
 
 def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
@@ -158,7 +171,9 @@ def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
         enc = encode_node(node, escapes=not _has_guards(node))
         return nfa_to_byte_dfa(build_nfa(enc), where=where, max_states=max_states)
 
-    return _BODY_CACHE.get_or_build((node, max_states), build)
+    dfa, cost = _BODY_CACHE.get_or_build((node, max_states), lambda: metered(build, where))
+    spend(cost, where)  # the same steps whether built now or before (a budget's outcome)
+    return dfa
 
 
 # Length bounds on a pattern/format string are compiled when the product automaton stays
@@ -197,3 +212,43 @@ def constrained_string(
             enforced = False
     # both operands were minimal, so quoting keeps the DFA minimal
     return quoted(body, minimal=False), enforced
+
+
+RESTRICTED_MAX_STATES = 2_000_000
+"""Most states of a span or entity-set automaton restricted by the string keywords beside
+it (about 300 MB at the peak of the build; a span of at most 20 characters of a
+100,000-character text needs 1.7 million)."""
+
+
+def restricted_strings(
+    base: SparseDFA,
+    *,
+    lo: int = 0,
+    hi: int | None = None,
+    nodes: list[tuple[ast.Node, str]] = (),  # type: ignore[assignment]
+    max_states: int = 50_000,
+    max_restricted_states: int = RESTRICTED_MAX_STATES,
+) -> SparseDFA | None:
+    """The quoted JSON strings of ``base`` (a sparse automaton of quoted JSON strings:
+    spans of a source, names of an entity set) whose decoded value matches every tree in
+    ``nodes`` and has ``lo`` to ``hi`` characters: exact, with no length cap.
+
+    ``max_states`` bounds each pattern's dense automaton (``CompileBudgetError`` beyond),
+    ``max_restricted_states`` the result (``None`` beyond it).
+    """
+    dense = matching_strings(nodes, max_states=max_states)
+    return restrict_quoted(
+        base, dense=dense, unit=unit_dfa(), lo=lo, hi=hi, max_states=max_restricted_states
+    )
+
+
+def matching_strings(
+    nodes: list[tuple[ast.Node, str]], *, max_states: int = 50_000
+) -> ByteDFA | None:
+    """The quoted JSON strings whose decoded value matches every tree in ``nodes`` (each
+    with a description for messages), with no length bound; ``None`` for no trees."""
+    dense: ByteDFA | None = None
+    for node, where in nodes:
+        d = body_of_node(node, where=where, max_states=max_states)
+        dense = d if dense is None else intersect(dense, d, max_states=max_states, where=where)
+    return None if dense is None else quoted(dense, minimal=False)

@@ -37,6 +37,7 @@ from typing import Any
 from ...errors import CompileBudgetError, EmptyLanguageError, Location, UnsupportedFeatureError
 from ..entities import entities_key
 from ..ir import Grammar
+from ..regex.dfa import deadline, work_budget
 from ..spans import sources_digest
 from . import refs
 from .algebra import Merger, canonical
@@ -112,6 +113,13 @@ class Translator(GrammarBuilder):
         self.validation: ExactValidation | None = None
         self.span_pointers: set[str] = set()  # where emit_span enforced a span constraint
         self.entity_pointers: set[str] = set()  # where emit_entity enforced an entity set
+        self.empty_reasons: dict[str, str] = {}  # pointer -> why no value is valid there
+        self.sparse_bases: dict[str, Any] = {}  # span / entity-set automata, by key
+
+    def empty(self, ptr: str, reason: str) -> None:
+        """Note that no value satisfies the subschema keyword at ``ptr``, and why (named
+        by the :class:`~corral.errors.EmptyLanguageError` if the whole schema is empty)."""
+        self.empty_reasons.setdefault(ptr, reason)
 
     # -- values -------------------------------------------------------------------------
     def value(self, schema: Any, ptr: str, resolver: Any) -> str | None:
@@ -289,14 +297,18 @@ def translate(loaded: LoadedSchema, options: Options) -> Translation:
     entities = find_entities(loaded.schema, options.entities)
     b = Translator(loaded, options)
     try:
-        top = b.value(loaded.schema, "", loaded.resolver())
+        with (
+            work_budget(options.max_work, "the grammar (Options.max_work)"),
+            deadline(options.time_budget_s),
+        ):
+            top = b.value(loaded.schema, "", loaded.resolver())
     except RecursionError:
         raise CompileBudgetError(
             "the schema nests too deeply to translate (or expands without end through "
             "references combined with other keywords)"
         ) from None
     if top is None:
-        raise EmptyLanguageError("no JSON value satisfies the schema")
+        raise _empty_schema(b.empty_reasons)
     b.add("start", top)
     rules = drop_undefined(b.rules, set(b.terms))
     for ptr in spans.keys() - b.span_pointers:  # merged into another schema, or not used
@@ -334,3 +346,17 @@ def translate(loaded: LoadedSchema, options: Options) -> Translation:
         final_check_id=check_id,
     )
     return Translation(grammar, findings)
+
+
+def _empty_schema(reasons: dict[str, str]) -> EmptyLanguageError:
+    """The error for a schema no value satisfies, naming the keywords found empty (at
+    most three, in document order) and located at the first."""
+    if not reasons:
+        return EmptyLanguageError("no JSON value satisfies the schema")
+    ordered = sorted(reasons.items())
+    shown = "; ".join(f"{reason} (at {ptr or '/'})" for ptr, reason in ordered[:3])
+    more = f"; and {len(ordered) - 3} more" if len(ordered) > 3 else ""
+    return EmptyLanguageError(
+        f"no JSON value satisfies the schema: {shown}{more}",
+        location=Location(pointer=ordered[0][0]),
+    )

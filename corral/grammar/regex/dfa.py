@@ -45,15 +45,109 @@ from .utf8 import utf8_sequences
 
 DEFAULT_MAX_DFA_STATES = 50_000
 
-# An optional wall-clock deadline (``time.monotonic()``) for automaton construction, set
-# by callers that run under a compile budget (see :func:`deadline`).
+# Budgets on automaton construction. A *work budget* counts steps (closure states visited,
+# states and rows built, refinement work), so a construction is refused, or a pattern left
+# to the final check, the same way on a loaded machine and an idle one. A wall-clock
+# *deadline* is opt-in (a server bounding a request) and only ever refuses.
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("_DEADLINE", default=None)
+
+
+class WorkBudget:
+    """A number of construction steps, spent by :func:`spend` while the budget is active
+    (:func:`work_budget`).
+
+    Attributes:
+        units: the steps allowed; left: the steps not yet spent; what: what the budget is
+            for, in messages.
+    """
+
+    def __init__(self, units: int, what: str) -> None:
+        self.units = units
+        self.left = units
+        self.what = what
+
+
+_BUDGETS: contextvars.ContextVar[tuple[WorkBudget, ...]] = contextvars.ContextVar(
+    "_BUDGETS", default=()
+)
+
+
+class WorkBudgetError(CompileBudgetError):
+    """A :class:`WorkBudget` ran out (``budget`` says which)."""
+
+    def __init__(self, message: str, budget: WorkBudget) -> None:
+        super().__init__(message)
+        self.budget = budget
+
+
+@contextlib.contextmanager
+def work_budget(units: int | None, what: str) -> Iterator[WorkBudget | None]:
+    """Within the block, automaton construction spends its steps from a budget of
+    ``units`` (``None``: no budget) as well as from the budgets around it, and raises
+    :class:`WorkBudgetError` naming the first one that runs out."""
+    if units is None:
+        yield None
+        return
+    budget = WorkBudget(units, what)
+    token = _BUDGETS.set((*_BUDGETS.get(), budget))
+    try:
+        yield budget
+    finally:
+        _BUDGETS.reset(token)
+
+
+def spend(units: int, where: str) -> None:
+    """Spend ``units`` construction steps from every active budget, and check the
+    deadline (see :func:`work_budget` and :func:`deadline`)."""
+    for budget in _BUDGETS.get():
+        budget.left -= units
+        if budget.left < 0:
+            raise WorkBudgetError(
+                f"{where}: {budget.what} needs more than {budget.units:,} construction steps",
+                budget,
+            )
+    end = _DEADLINE.get()
+    if end is not None and time.monotonic() > end:
+        raise DeadlineError(f"{where}: building the automaton ran out of time")
+
+
+class DeadlineError(CompileBudgetError):
+    """The wall-clock limit of :func:`deadline` passed."""
+
+
+_T = TypeVar("_T")
+_UNMETERED = 2**62  # a meter's limit when no budget is active
+
+
+def metered(build: Callable[[], _T], where: str) -> tuple[_T, int]:
+    """Run ``build`` outside the active budgets, counting its steps, and return its
+    result with that count; it still stops where the tightest active budget would, and
+    then that budget's error is raised. A cache of built automata stores the count and
+    charges it again on every hit (:func:`spend`), so a budget runs out at the same
+    place whether the automaton was built now or found built."""
+    active = _BUDGETS.get()
+    limit = min((b.left for b in active), default=_UNMETERED)
+    meter = WorkBudget(max(limit, 0) + 1, where)
+    token = _BUDGETS.set((meter,))
+    try:
+        out = build()
+    except WorkBudgetError as e:
+        if e.budget is not meter:
+            raise
+        out = None
+    finally:
+        _BUDGETS.reset(token)
+    cost = meter.units - meter.left
+    if out is None:
+        spend(cost, where)  # more than the tightest budget has left: its own error
+    return cast(_T, out), cost
 
 
 @contextlib.contextmanager
 def deadline(seconds: float | None) -> Iterator[None]:
     """Within the block, automaton construction raises :class:`CompileBudgetError` once
-    ``seconds`` have passed (``None``: no limit; nested limits keep the earliest)."""
+    ``seconds`` have passed (``None``: no limit; nested limits keep the earliest). Unlike
+    a work budget, what it refuses depends on the machine's speed and load."""
     if seconds is None:
         yield
         return
@@ -66,11 +160,10 @@ def deadline(seconds: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-def _check_deadline(where: str) -> None:
-    end = _DEADLINE.get()
-    if end is not None and time.monotonic() > end:
-        raise CompileBudgetError(f"{where}: building the automaton ran out of time")
-
+UTF8_ROW_STEPS = 8
+"""Steps a byte state of a UTF-8 automaton costs (a row of 256 transitions is built)."""
+PRODUCT_ROW_STEPS = 8
+"""Steps a state of a product automaton costs (a row of 256 transitions, vectorised)."""
 
 _BOS = -1  # no character (start or end of the text)
 
@@ -288,6 +381,7 @@ def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int
         r = closure_cache.get(k)
         if r is None:
             r = closure_cache[k] = _closure(nfa, states, prev, nxt, ev, guard_free)
+            spend(len(r), where)
         return r
 
     i = 0
@@ -327,8 +421,7 @@ def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int
             key = (fs, pk)
             j = index.get(key)
             if j is None:
-                if len(reps) & 63 == 63:
-                    _check_deadline(where)
+                spend(1 + len(fs), where)
                 if len(reps) >= max_states:
                     raise CompileBudgetError(
                         f"{where}: the automaton needs more than {max_states} states; "
@@ -347,18 +440,25 @@ _Builder = TypeVar("_Builder", bound=Callable[..., ByteDFA])
 def shared_automata(maxsize: int) -> Callable[[_Builder], _Builder]:
     """Memoise a pure :class:`ByteDFA` builder for the whole process (an LRU of
     ``maxsize`` argument tuples): schemas keep asking for the same strings, numbers and
-    punctuation. Results get read-only arrays, since every grammar built later shares them."""
+    punctuation. Results get read-only arrays, since every grammar built later shares them.
+    Each call charges the steps the build took (:func:`metered`), built now or not."""
 
     def wrap(build: _Builder) -> _Builder:
         @functools.lru_cache(maxsize)
-        @functools.wraps(build)
-        def cached(*args: object, **kwargs: object) -> ByteDFA:
-            dfa = build(*args, **kwargs)
+        def cached(*args: object, **kwargs: object) -> tuple[ByteDFA, int]:
+            dfa, cost = metered(lambda: build(*args, **kwargs), build.__name__)
             dfa.trans.setflags(write=False)
             dfa.accept.setflags(write=False)
+            return dfa, cost
+
+        @functools.wraps(build)
+        def charged(*args: object, **kwargs: object) -> ByteDFA:
+            dfa, cost = cached(*args, **kwargs)
+            spend(cost, build.__name__)  # the same steps whether built now or before
             return dfa
 
-        return cast(_Builder, cached)
+        charged.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        return cast(_Builder, charged)
 
     return wrap
 
@@ -422,8 +522,7 @@ def utf8_automaton(
     pending: deque[tuple[int, frozenset[tuple[tuple[tuple[int, int], ...], int]]]] = deque()
 
     def new_node(key: object, accepting: bool, q: int) -> int:
-        if len(rows) & 63 == 63:
-            _check_deadline(where)
+        spend(UTF8_ROW_STEPS, where)
         if len(rows) >= max_states:
             raise CompileBudgetError(
                 f"{where}: the byte automaton needs more than {max_states} states; "
@@ -538,13 +637,10 @@ def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndar
                 block_of[s] = len(blocks)
             blocks.append(initial)
     work = set(range(len(blocks)))
-    rounds = 0
     while work:
-        rounds += 1
-        if rounds & 255 == 0:
-            _check_deadline("minimising an automaton")
         a = work.pop()
         a_states = list(blocks[a])
+        spend(k * len(a_states), "minimising an automaton")
         for c in range(k):
             x: set[int] = set()
             inv_c = inv[c]
@@ -738,7 +834,7 @@ def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATE
             ids[i] = j
         rows.append(ids[inverse.reshape(keys.shape)])
         done += level.shape[0]
-        _check_deadline(where)
+        spend(PRODUCT_ROW_STEPS * level.shape[0], where)
     key_arr = np.array(pairs, np.int64)
     trans = np.concatenate(rows).astype(np.int32)
     accept = a.accept[key_arr // nb] & b.accept[key_arr % nb]

@@ -2,11 +2,13 @@
 the names of the :class:`~corral.grammar.entities.EntitySet` given at compile time as
 ``entities={"<set>": ...}``.
 
-It combines with ``type: "string"`` and annotations; beside any other assertion it is
-refused, naming that keyword and its pointer (filter the set instead). Standard
-validators ignore the keyword; corral's final check enforces it too, so that an
-occurrence the grammar does not meet as a string schema of its own (an ``allOf`` merge,
-say) is still checked (and refused without a final check).
+It combines with ``type: "string"``, annotations and the string keywords (``minLength``,
+``maxLength``, ``pattern``, ``format``, ``enum``, ``const``), which restrict the set's
+automaton exactly (``emit/restrict.py``); beside any other keyword it is refused, naming
+that keyword and its pointer. Standard validators ignore the keyword; corral's final
+check enforces it too, so that an occurrence the grammar does not meet as a string schema
+of its own (an ``allOf`` merge, say) is still checked (and refused without a final
+check).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...entities import EntitySet
 from ..load import SchemaError, pointer_join
+from .restrict import BESIDE, restricted_terminal
 from .span import string_only, subschemas
 
 if TYPE_CHECKING:
@@ -54,21 +57,30 @@ def find_entities(schema: Any, sets: Mapping[str, EntitySet] | None) -> dict[str
     return found
 
 
-def emit_entity(b: Translator, s: dict[str, Any], ptr: str) -> str:
-    """The terminal of the names of the set that subschema ``s`` (at ``ptr``) names.
+def emit_entity(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
+    """The terminal of the names of the set that subschema ``s`` (at ``ptr``) names that
+    the string keywords beside it allow (``None``: none).
 
     Raises:
         UnsupportedFeatureError: another assertion beside the keyword, or a type other
             than ``string``.
     """
     name = s[ENTITY_KEYWORD]
-    string_only(b, s, ptr, ENTITY_KEYWORD, "filter the entity set instead")
+    advice = "filter the entity set instead"
+    string_only(b, s, ptr, ENTITY_KEYWORD, advice, lambda kw: kw in BESIDE)
     assert b.opt.entities is not None  # find_entities refused the schema otherwise
     es = b.opt.entities[name]
-    term = b.term(
-        f"entities:{es.digest}", lambda: es.dfa("json"), f"one of the entity set {name!r}", "ENTITY"
+    term = restricted_terminal(
+        b,
+        s,
+        ptr,
+        ENTITY_KEYWORD,
+        f"entities:{es.digest}",
+        lambda: es.dfa("json"),
+        es.longest,
+        f"name of the entity set {name!r}",
+        "ENTITY",
     )
-    assert term is not None  # an entity set has names
     b.findings.exact(pointer_join(ptr, ENTITY_KEYWORD), ENTITY_KEYWORD)
     b.entity_pointers.add(ptr)
     return term

@@ -40,6 +40,7 @@ def emit_enum(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) ->
     name = b.fresh("enum")
     seen: set[str] = set()
     words: list[str] = []  # strings, booleans and null: spelled one way each
+    numbers: list[Decimal] = []  # finite numbers: every spelling without an exponent
     for v in values:
         c = canonical(v)
         if c in seen:
@@ -47,13 +48,38 @@ def emit_enum(b: Translator, schema: dict[str, Any], ptr: str, resolver: Any) ->
         seen.add(c)
         if isinstance(v, (str, bool)) or v is None:
             words.append(c)
+        elif _finite_number(v):
+            numbers.append(Decimal(str(v)) if isinstance(v, float) else Decimal(v))
         else:
             b.add(name, emit_const(b, v))
     if len(words) > 1:
         b.add(name, b.words(words))
     elif words:
         b.add(name, b.lit(words[0]))
+    if len(numbers) > 1:
+        b.add(name, b.numbers(numbers))
+    elif numbers:
+        b.add(name, _number(b, numbers[0]))
+    if not seen and "enum" in schema:
+        b.empty(pointer_join(ptr, "enum"), "no listed value satisfies the keywords beside it")
     return name if seen else None
+
+
+def _finite_number(v: Any) -> bool:
+    """Whether ``v`` is a JSON number the grammar spells from its value (an ``int``
+    beyond a float's range included)."""
+    return (isinstance(v, int) and not isinstance(v, bool)) or (
+        isinstance(v, float) and math.isfinite(v)
+    )
+
+
+def _number(b: Translator, d: Decimal) -> str:
+    """The terminal of every exponent-free spelling of the one number ``d``."""
+    from ..numbers import number_dfa
+
+    name = b.term(f"cnum:{d}", lambda: number_dfa(d, d), f"number {d}", "CNUM")
+    assert name is not None  # a one-value range is never empty
+    return name
 
 
 def sibling_filter(
@@ -103,14 +129,7 @@ def emit_const(b: Translator, v: Any) -> str:
             parts.append(emit_const(b, x))
         parts.append(b.punct("]"))
         return b.seq("carr", *parts)
-    if (isinstance(v, int) and not isinstance(v, bool)) or (
-        isinstance(v, float) and math.isfinite(v)  # (an int may be beyond a float's range)
-    ):
-        from ..numbers import number_dfa
-
-        d = Decimal(str(v)) if isinstance(v, float) else Decimal(v)
+    if _finite_number(v):
         # every spelling of the value without an exponent: 1, 1.0, 1.00 ...
-        name = b.term(f"cnum:{d}", lambda: number_dfa(d, d), f"number {v}", "CNUM")
-        if name is not None:
-            return name
+        return _number(b, Decimal(str(v)) if isinstance(v, float) else Decimal(v))
     return b.lit(canonical(v))

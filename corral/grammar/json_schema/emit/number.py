@@ -46,18 +46,28 @@ def emit_number(b: Translator, s: dict[str, Any], ptr: str, *, integer: bool) ->
             d = intersect(d, m, max_states=b.opt.max_states, where=where)
         return d
 
+    hint = "INT" if integer else "NUM"
     if mult is not None:
         m_ptr = pointer_join(ptr, "multipleOf")
         try:
-            name = b.term(key, make, where, "INT" if integer else "NUM")
+            name = b.term(key, make, where, hint)
         except CompileBudgetError:
             b.findings.needs_check(m_ptr, "multipleOf", "its automaton exceeds max_states")
             mult = None
             key = f"num:{integer}:{lo}:{lo_x}:{hi}:{hi_x}:None"
-            return b.term(key, make, where, "INT" if integer else "NUM")
-        b.findings.exact(m_ptr, "multipleOf")
-        return name
-    return b.term(key, make, where, "INT" if integer else "NUM")
+            name = b.term(key, make, where, hint)
+        else:
+            b.findings.exact(m_ptr, "multipleOf")
+    else:
+        name = b.term(key, make, where, hint)
+    if name is None:
+        kind = "integer" if integer else "number"
+        lower = "" if lo is None else f"{'>' if lo_x else '>='} {lo}"
+        upper = "" if hi is None else f"{'<' if hi_x else '<='} {hi}"
+        rng = " and ".join(x for x in (lower, upper) if x)
+        also = f", a multiple of {mult}" if mult is not None else ""
+        b.empty(ptr, f"no {kind} is {rng}{also}")
+    return name
 
 
 def bounds(s: dict[str, Any], draft: str) -> tuple[Decimal | None, bool, Decimal | None, bool]:

@@ -3,11 +3,11 @@ non-empty substring of the source text given at compile time (``source=``).
 
 The keyword's value is ``true`` (exact match), ``false`` (no constraint) or an object
 ``{"ignore_case": bool, "whitespace": "exact" | "normalize"}`` (see
-:mod:`corral.grammar.spans`). It combines with ``type: "string"`` and annotations; beside
-any other assertion (``pattern``, ``format``, ``enum``, ``$ref``...) it is refused, naming
-that keyword and its pointer. ``minLength`` 0 or 1 holds already (a span is never empty);
-other length bounds are left to the final check (a generation can then reach a span of
-the wrong length: a dead end at EOS, which :func:`corral.explain` reports).
+:mod:`corral.grammar.spans`). It combines with ``type: "string"``, annotations and the
+string keywords ``minLength``, ``maxLength``, ``pattern``, ``format``, ``enum`` and
+``const``, which restrict the span automaton exactly (``emit/restrict.py``: no span the
+grammar allows can fail them at the end); beside any other keyword (``$ref``,
+``anyOf``...) it is refused, naming that keyword and its pointer.
 
 Standard validators ignore the keyword; corral's final check enforces it too, so that no
 path through the schema (an ``allOf`` merge, say) can drop it: where an occurrence does
@@ -27,6 +27,7 @@ from ....errors import Location, UnsupportedFeatureError
 from ...spans import WHITESPACE_MODES, SpanOptions, prepare_text, span_dfa
 from ..keywords import ANNOTATIONS
 from ..load import SchemaError, pointer_join
+from .restrict import BESIDE, restricted_terminal
 
 if TYPE_CHECKING:
     from ..translate import Translator
@@ -172,21 +173,19 @@ def emit_span(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
     if opts is None:
         return None
 
-    def lengths(kw: str) -> bool:
-        if kw == "minLength" and s[kw] in (0, 1) and s[kw] is not True:  # spans are not empty
-            b.findings.exact(pointer_join(ptr, kw), kw, "a span is never empty")
-            return True
-        if kw in ("minLength", "maxLength"):  # the final check's (refused without it)
-            b.findings.needs_check(pointer_join(ptr, kw), kw, f"beside {SPAN_KEYWORD}")
-            return True
-        return False
-
     advice = "a span's text is the source's, so constrain the source instead"
-    string_only(b, s, ptr, SPAN_KEYWORD, advice, lengths)
+    string_only(b, s, ptr, SPAN_KEYWORD, advice, lambda kw: kw in BESIDE)
     texts = b.opt.source or ()
-    key = f"span:{opts.key}"
-    name = b.term(
-        key, lambda: span_dfa(texts, opts, encoding="json"), f"span at {ptr or '/'}", "SPAN"
+    name = restricted_terminal(
+        b,
+        s,
+        ptr,
+        SPAN_KEYWORD,
+        f"span:{opts.key}",
+        lambda: span_dfa(texts, opts, encoding="json"),
+        max((len(t) for t in texts), default=0),
+        "span",
+        "SPAN",
     )
     b.findings.exact(pointer_join(ptr, SPAN_KEYWORD), SPAN_KEYWORD)
     b.span_pointers.add(ptr)
