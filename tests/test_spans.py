@@ -271,16 +271,19 @@ def test_string_keywords_beside_a_span_or_entity_set_are_exact(extra: dict, keyw
         assert f.status in ("exact", "annotation"), f
 
 
+INVOICE = (SOURCE * 3)[:150]
+VENDOR = {  # the report's schema
+    "type": "object",
+    "properties": {"vendor": {"type": "string", "x-corral-span": True, "minLength": 3}},
+    "required": ["vendor"],
+    "additionalProperties": False,
+}
+
+
 def test_the_walks_of_a_span_with_a_length_bound_never_dead_end() -> None:
     """The case of the report: a 150-character source and minLength 3 beside the span."""
     vocab = load_vocab("llama3")
-    src = (SOURCE * 3)[:150]
-    schema = {
-        "type": "object",
-        "properties": {"vendor": {"type": "string", "x-corral-span": True, "minLength": 3}},
-        "required": ["vendor"],
-        "additionalProperties": False,
-    }
+    src, schema = INVOICE, VENDOR
     compiled = corral.compile(schema, vocab, source=src)
     rng = random.Random(0)
     for _ in range(30):
@@ -296,13 +299,7 @@ def test_generate_under_a_span_with_a_length_bound_never_runs_out_of_tokens() ->
 
     tok = load_tokenizer("gpt2")
     model = tiny_llama(tok)
-    src = (SOURCE * 3)[:150]
-    schema = {
-        "type": "object",
-        "properties": {"vendor": {"type": "string", "x-corral-span": True, "minLength": 3}},
-        "required": ["vendor"],
-        "additionalProperties": False,
-    }
+    src, schema = INVOICE, VENDOR
     for seed in range(4):
         value = corral.generate(
             model, "Vendor:", schema=schema, tokenizer=tok, source=src, seed=seed,
