@@ -90,6 +90,10 @@ def test_schema_text_that_is_not_json_is_a_schema_error() -> None:
         corral.Grammar.from_json_schema(b'{"type": "\xff"}')
     with pytest.raises(SchemaError, match="NaN is not a JSON value"):
         corral.Grammar.from_json_schema('{"const": NaN}')
+    # a repeated key: json.loads keeps the last, which the author may not have meant
+    with pytest.raises(SchemaError, match="'type' twice"):
+        corral.Grammar.from_json_schema('{"properties": {"a": {"type": "string", "type": 1}}}')
+    assert corral.Grammar.from_json_schema('{"a": {"type": 1}, "b": {"type": 2}}') is not None
 
 
 def test_huge_counts_are_budget_errors() -> None:

@@ -169,7 +169,8 @@ def meta_validator(dialect: str) -> Any:
 
 
 def parse_schema_text(text: str | bytes) -> Any:
-    """Parse JSON text; :class:`SchemaError` with line and column on failure."""
+    """Parse JSON text; :class:`SchemaError` with line and column on failure, and for a
+    key repeated in one object (``json.loads`` would keep the last silently)."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -180,8 +181,22 @@ def parse_schema_text(text: str | bytes) -> Any:
     def not_json(name: str) -> Any:
         raise SchemaError(f"the schema is not valid JSON: {name} is not a JSON value")
 
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()  # last-wins would drop what the author wrote first
+        for key, _ in pairs:
+            if key in seen:
+                raise SchemaError(
+                    f"the schema names the key {key!r} twice in one object: expected each "
+                    "key once (which one was meant is ambiguous)"
+                )
+            seen.add(key)
+        return obj  # pragma: no cover (a shorter dict has a repeated key)
+
     try:
-        return json.loads(text, parse_constant=not_json)
+        return json.loads(text, parse_constant=not_json, object_pairs_hook=once)
     except json.JSONDecodeError as e:
         raise SchemaError(
             f"the schema is not valid JSON: {e.msg}", line=e.lineno, column=e.colno
