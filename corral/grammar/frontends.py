@@ -36,6 +36,7 @@ __all__ = [
     "from_json_schema",
     "from_lark",
     "from_regex",
+    "from_structural_tag",
     "guess",
     "source",
 ]
@@ -297,7 +298,51 @@ def _read_regex(spec: Any, options: Mapping[str, Any]) -> Source:
     return Source("regex", ("regex", spec, str(flags)), lambda: from_regex(spec, flags))
 
 
+def _is_structural_tag(spec: Any) -> bool:
+    from .structural.read import is_structural_tag
+
+    return is_structural_tag(spec)
+
+
+def _read_structural_tag(spec: Any, options: Mapping[str, Any]) -> Source:
+    from .structural.read import read_structural_tag
+
+    root = read_structural_tag(spec)
+    where = "/format" if isinstance(spec, dict) and spec.get("type") == "structural_tag" else ""
+    opts = dict(options)
+    key = None
+    try:
+        text = json.dumps(root.to_json(), ensure_ascii=False)
+        key = ("structural-tag", where, text, json.dumps(opts, sort_keys=True, default=repr))
+    except (TypeError, ValueError, RecursionError):  # not JSON data (a pydantic class): no key
+        pass
+    return Source("structural-tag", key, lambda: from_structural_tag(root, where, **opts))
+
+
+def from_structural_tag(spec: Any, root: str = "", **options: Any) -> Grammar:
+    """The grammar of a structural tag: a :class:`corral.grammar.structural.Format` (or
+    ``StructuralTag``), or XGrammar's JSON form ``{"type": "structural_tag", "format":
+    {...}}`` as a dict or text (see ``docs/structural_tags.md``). ``options`` are the JSON
+    Schema options of its ``json_schema`` formats; ``root`` the JSON pointer of ``spec``.
+
+    Raises:
+        StructuralTagError (a ``GrammarError``): a malformed or ambiguous spec, with the
+            JSON pointer of the node.
+        UnsupportedFeatureError, EmptyLanguageError, CompileBudgetError: as the front ends
+            of its sub-specs raise them, with their pointers below the structural tag's.
+    """
+    from .structural.build import build_grammar
+    from .structural.read import read_structural_tag
+
+    with refusing_raw_errors("the structural tag"):
+        node = read_structural_tag(spec)
+        if not root and isinstance(spec, dict) and spec.get("type") == "structural_tag":
+            root = "/format"
+        return build_grammar(node, root, options)
+
+
 FRONT_ENDS: tuple[FrontEnd, ...] = (
+    FrontEnd("structural-tag", _is_structural_tag, _read_structural_tag, options=None),
     FrontEnd("json-schema", _is_schema, _read_schema, options=None),
     FrontEnd("grammar", lambda spec: isinstance(spec, Grammar), _read_grammar, frozenset()),
     FrontEnd(
