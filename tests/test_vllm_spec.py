@@ -34,6 +34,37 @@ def test_wire_form_round_trips_and_keeps_property_order() -> None:
     assert ConstraintSpec.parse(g.to_json()) == g and g.options == (("start", "s"),)
 
 
+TOOLS_TAG = {
+    "type": "structural_tag",
+    "format": {
+        "type": "triggered_tags",
+        "triggers": ["<tool_call>"],
+        "tags": [
+            {
+                "type": "tag",
+                "begin": "<tool_call>",
+                "content": {"type": "json_schema", "json_schema": SCHEMA},
+                "end": "</tool_call>",
+            }
+        ],
+    },
+}
+
+
+def test_structural_tags_travel_as_json_and_build_their_grammar() -> None:
+    spec = ConstraintSpec.parse({"structural_tag": TOOLS_TAG, "options": {"whitespace": "compact"}})
+    assert spec.kind == "structural_tag"
+    text = spec.to_json()
+    assert ConstraintSpec.parse(text) == spec
+    assert ConstraintSpec.parse({"structural_tag": json.dumps(TOOLS_TAG)}).source == spec.source
+    assert spec.grammar().description == "structural tag"
+    bad = {"structural_tag": {"type": "structural_tag", "format": {"type": "tagg"}}}
+    with pytest.raises(GrammarError, match="/format/type"):
+        ConstraintSpec.parse(bad).grammar()
+    with pytest.raises(SpecError, match="'structural_tag' must be a JSON object"):
+        ConstraintSpec.parse({"structural_tag": [1]})
+
+
 def test_pydantic_models_become_schemas() -> None:
     pydantic = pytest.importorskip("pydantic")
 

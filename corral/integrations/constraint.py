@@ -68,6 +68,14 @@ def compile_constraint(
             "pass exactly one of schema=, grammar=, regex= "
             + (f"(got {', '.join(given)})" if given else "(got none)")
         )
+    from ..grammar.structural.read import is_structural_tag
+
+    if is_structural_tag(schema) or (grammar is not None and is_structural_tag(grammar)):
+        # a structural tag (tool calls, reasoning, free text): its output is text; options
+        # are those of its json_schema formats
+        if source is not None or entities is not None:
+            raise InvalidArgumentError("source= and entities= do not apply to a structural tag")
+        return compile(schema if grammar is None else grammar, vocab, **schema_options), _identity
     if schema_options and schema is None:
         raise InvalidArgumentError(
             f"options {sorted(schema_options)} apply to schema= only, got "

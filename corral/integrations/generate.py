@@ -240,7 +240,9 @@ def generate(
             or ``"gemma3-270m"`` (the default small model, see ``corral.integrations.models``).
         prompt: text (tokenized with the tokenizer's special tokens, e.g. BOS) or token ids.
         schema: a JSON Schema (dict, bool, JSON text) or a pydantic model class.
-        grammar: Lark grammar text, a :class:`~corral.Grammar`, or a compiled grammar.
+        grammar: Lark grammar text, a :class:`~corral.Grammar`, a compiled grammar, or a
+            structural tag (:mod:`corral.grammar.structural`: tool calls, reasoning and
+            free text; its output is returned as text).
         regex: a regular expression (Python syntax) the whole output must match.
         tokenizer: the model's tokenizer (taken from the folder when ``model`` is a path).
         max_new_tokens: budget of generated tokens (forced ones included). An output the

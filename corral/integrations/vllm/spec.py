@@ -7,10 +7,14 @@ so the constraint travels as JSON text; offline, a dict is accepted too)::
     extra_args = {"corral": '{"grammar": "start: ...", "start": "start"}'}
     extra_args = {"corral": '{"regex": "[0-9]{3}"}'}
     extra_args = {"corral": '{"schema": {...}, "options": {"whitespace": "flexible"}}'}
+    extra_args = {"corral": '{"structural_tag": {"type": "structural_tag", "format": ...}}'}
 
 Exactly one of ``schema`` (a JSON object or boolean, or JSON text of one), ``grammar``
-(Lark text) and ``regex`` (a Python ``re`` pattern, matched in full); ``options`` holds
-the JSON Schema compile options of :class:`corral.grammar.json_schema.Options`; ``start``
+(Lark text), ``regex`` (a Python ``re`` pattern, matched in full) and ``structural_tag``
+(XGrammar's structural-tag JSON, an object or JSON text of one: tool calls, reasoning and
+free text, see ``docs/structural_tags.md``); ``options`` holds the JSON Schema compile
+options of :class:`corral.grammar.json_schema.Options` (for a structural tag, those of its
+``json_schema`` formats); ``start``
 names a Lark grammar's start rule. Anything else is refused with a :class:`SpecError`
 naming it: text that is not UTF-8 JSON, a key repeated in any object (in the schema too),
 values that are not JSON data, and nesting deeper than :data:`MAX_DEPTH` levels of
@@ -33,7 +37,7 @@ from ...errors import CorralError
 KEY = "corral"
 """The key of ``SamplingParams.extra_args`` (and of ``vllm_xargs``) that holds a constraint."""
 
-_KINDS = ("schema", "grammar", "regex")
+_KINDS = ("schema", "grammar", "regex", "structural_tag")
 
 MAX_DEPTH = 129
 """Deepest nesting of objects and arrays in a constraint object: the object itself and a
@@ -58,9 +62,9 @@ class ConstraintSpec:
     """One request's constraint, in a canonical, hashable form.
 
     Attributes:
-        kind: ``"schema"``, ``"grammar"`` or ``"regex"``.
-        source: the schema as JSON text (keys in their given order, which is the order
-            properties are written in), the Lark text, or the regex.
+        kind: ``"schema"``, ``"grammar"``, ``"regex"`` or ``"structural_tag"``.
+        source: the schema or structural tag as JSON text (keys in their given order,
+            which is the order properties are written in), the Lark text, or the regex.
         options: the schema's compile options, or ``(("start", name),)`` for a grammar,
             as sorted ``(name, value)`` pairs.
 
@@ -104,12 +108,14 @@ class ConstraintSpec:
         kind = kinds[0]
         body = value[kind]
         options = value.get("options")
-        if options is not None and kind != "schema":
+        if options is not None and kind not in ("schema", "structural_tag"):
             raise SpecError(f"'options' applies to a schema, not to a {kind}")
         if "start" in value and kind != "grammar":
             raise SpecError(f"'start' applies to a grammar, not to a {kind}")
         if kind == "schema":
             return cls(kind, _schema_text(body), _schema_options(options))
+        if kind == "structural_tag":
+            return cls(kind, _structural_text(body), _schema_options(options))
         if not isinstance(body, str):
             raise SpecError(f"{kind!r} must be a string, not {type(body).__name__}")
         if kind == "grammar":
@@ -164,9 +170,10 @@ class ConstraintSpec:
 
     def to_json(self) -> str:
         """The wire form: JSON text for ``extra_args["corral"]`` / ``vllm_xargs``."""
-        body = _schema_source(self.source) if self.kind == "schema" else self.source
+        read = self.kind in ("schema", "structural_tag")
+        body = _schema_source(self.source) if read else self.source
         out: dict[str, Any] = {self.kind: body}
-        if self.kind == "schema" and self.options:
+        if read and self.options:
             out["options"] = dict(self.options)
         if self.kind == "grammar":
             out.update(self.options)
@@ -186,6 +193,9 @@ class ConstraintSpec:
             source = frontends.source("regex", self.source)
         elif self.kind == "grammar":
             source = frontends.source("lark", self.source, start=dict(self.options)["start"])
+        elif self.kind == "structural_tag":
+            data = _schema_source(self.source)
+            source = frontends.source("structural-tag", data, **dict(self.options))
         else:
             schema = _schema_source(self.source)
             source = frontends.source("json-schema", schema, **dict(self.options))
@@ -212,6 +222,17 @@ def _schema_text(body: Any) -> str:
         return json.dumps(body, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError, MemoryError) as e:
         raise SpecError(f"'schema' is not JSON data: {type(e).__name__}: {e}") from None
+
+
+def _structural_text(body: Any) -> str:
+    if isinstance(body, (str, bytes)):
+        body = _json_data(body, "'structural_tag'", MAX_DEPTH - 1)
+    if not isinstance(body, dict):
+        raise SpecError(
+            "'structural_tag' must be a JSON object (or JSON text of one), not "
+            f"{type(body).__name__}"
+        )
+    return json.dumps(body, ensure_ascii=False, allow_nan=False)
 
 
 def _schema_source(source: str) -> Any:
