@@ -51,6 +51,9 @@ class Matcher:
         self._check = compiled.grammar.final_check
         self._check_memo: tuple[tuple[int, int], bool] | None = None
         self._finished = False
+        self._budgets = compiled.budgets  # token budgets (None: the grammar has none)
+        self._ends: list[int] = []  # with budgets: chart sets after each consumed token
+        self._text_ends: list[int] = []  # with budgets: text length after each token
 
     # -- queries ----------------------------------------------------------------------
     @property
@@ -115,6 +118,10 @@ class Matcher:
             t0 = time.perf_counter_ns()
             self._fill_kernel(dst, top)
             c.mask_cache.offer(key, dst, time.perf_counter_ns() - t0)
+        if self._budgets is not None and top == chart.n_sets:
+            tails = self._budgets.tails(chart, top, self._ends, self._text_ends, self._text)
+            if tails is not None:  # a spent budget: only its tails may follow
+                dst &= self._budgets.mask(tails)
         if (
             self._check is not None
             and top == chart.n_sets
@@ -187,6 +194,9 @@ class Matcher:
         if self._finished:
             if kind == EOS:
                 self._history.append(before)
+                if self._budgets is not None:
+                    self._ends.append(chart.n_sets)
+                    self._text_ends.append(len(self._text))
                 return
             raise TokenRejectedError(tid, f"token {tid} after EOS: the output is finished")
         if kind == EOS:
@@ -194,7 +204,20 @@ class Matcher:
                 raise TokenRejectedError(tid, f"EOS token {tid} before the output is complete")
             self._finished = True
             self._history.append(before)
+            if self._budgets is not None:
+                self._ends.append(chart.n_sets)
+                self._text_ends.append(len(self._text))
             return
+        if self._budgets is not None:
+            tails = self._budgets.tails(
+                chart, chart.n_sets, self._ends, self._text_ends, self._text
+            )
+            if tails is not None and not self._budgets.allows(tails, tid):
+                raise TokenRejectedError(
+                    tid,
+                    f"token {tid} ({c.vocab.token_bytes(tid)!r}) is not allowed: the token "
+                    f"budget of the text is spent, only {sorted(tails)} may finish it",
+                )
         if kind == NORMAL:
             data, start, stop = c.token_data(tid)
             n = chart.run(earley.consume_bytes, chart.n_sets, data, start, stop)
@@ -213,6 +236,9 @@ class Matcher:
             )
         chart.n_sets = n
         self._history.append(before)
+        if self._budgets is not None:
+            self._ends.append(n)
+            self._text_ends.append(len(self._text))
 
     def consume_tokens(self, token_ids: Iterable[int]) -> None:
         """Consume several tokens; on a rejection, the tokens before it stay consumed.
@@ -276,6 +302,9 @@ class Matcher:
             return
         n_sets, finished, text_len = self._history[-num_tokens]
         del self._history[-num_tokens:]
+        if self._budgets is not None:
+            del self._ends[len(self._history) :]
+            del self._text_ends[len(self._history) :]
         self.chart.n_sets = n_sets
         self._finished = finished
         del self._text[text_len:]
@@ -294,6 +323,9 @@ class Matcher:
         new._check = self._check
         new._check_memo = self._check_memo
         new._finished = self._finished
+        new._budgets = self._budgets
+        new._ends = list(self._ends)
+        new._text_ends = list(self._text_ends)
         return new
 
     # -- fast-forward -----------------------------------------------------------------

@@ -96,6 +96,7 @@ class Grammar:
         "rules",
         "start",
         "terminals",
+        "token_budgets",
     )
 
     def __init__(
@@ -108,11 +109,18 @@ class Grammar:
         description: str = "",
         final_check: FinalCheck | None = None,
         final_check_id: str = "",
+        token_budgets: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
         """See the class docs. ``final_check`` (with ``final_check_id``, a string that
         identifies what it checks, part of the fingerprint) is a predicate on a complete
         word, for constraints the rules over-approximate (e.g. JSON Schema ``uniqueItems``):
         a word is accepted only if the rules derive it *and* ``final_check(word)`` holds.
+
+        ``token_budgets``: terminal name → ``(max_tokens, tail)``: a lexeme of that
+        terminal holds at most ``max_tokens`` tokens; once they are spent it may only be
+        finished, by at most ``tail`` more bytes that reach the first accepting state (see
+        ``automata/token_budgets.py``; free text of a structural tag with ``max_tokens``).
+        Counted by matchers, on tokens only; text given as bytes does not count.
         """
         from .normalize import normalize
 
@@ -128,6 +136,9 @@ class Grammar:
         self.rules: tuple[Rule, ...] = tuple(rls)
         self.start = start
         self.ignore: tuple[str, ...] = tuple(ign)
+        self.token_budgets: dict[str, tuple[int, int]] = {
+            k: (int(v[0]), int(v[1])) for k, v in (token_budgets or {}).items() if k in terms
+        }
         self.description = description
         self._fingerprint: str | None = None
 
@@ -172,6 +183,8 @@ class Grammar:
             h = hashlib.sha256()
             h.update(f"start={self.start}\nignore={sorted(self.ignore)}\n".encode())
             h.update(f"final_check={self.final_check_id}\n".encode())
+            if self.token_budgets:
+                h.update(f"token_budgets={sorted(self.token_budgets.items())}\n".encode())
             for r in sorted(self.rules, key=lambda r: (r.lhs, r.rhs)):
                 h.update(f"{r.lhs}->{' '.join(r.rhs)}\n".encode())
             for name in sorted(self.terminals):

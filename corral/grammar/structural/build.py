@@ -82,7 +82,9 @@ def build_grammar(
     """
     b = _Builder(dict(json_options or {}))
     start = b.compile((("f", root, spec),))
-    return Grammar(b.terminals, b.rules, start, description="structural tag")
+    return Grammar(
+        b.terminals, b.rules, start, description="structural tag", token_budgets=b.budgets
+    )
 
 
 _TYPE_NAMES = {
@@ -129,7 +131,8 @@ class _Builder:
         self.memo: dict[tuple[Any, ...], str] = {}
         self.literals: dict[str, str] = {}
         self.tokens: dict[str, str] = {}
-        self.texts: dict[tuple[tuple[bytes, ...], int | None], str] = {}
+        self.texts: dict[tuple[tuple[bytes, ...], int | None, int | None], str] = {}
+        self.budgets: dict[str, tuple[int, int]] = {}  # terminal -> (max_tokens, tail)
         self.embedded: dict[tuple[Any, ...], str] = {}
         self.count = 0
 
@@ -164,12 +167,19 @@ class _Builder:
             self.terminals[name] = Terminal(name, literal_dfa(text), source=text, special=text)
         return name
 
-    def text(self, patterns: tuple[bytes, ...], stop: int | None) -> str:
-        name = self.texts.get((patterns, stop))
+    def text(self, patterns: tuple[bytes, ...], stop: int | None, budget: int | None) -> str:
+        """The terminal of free text up to ``patterns[stop]`` (``None``: to its end), of
+        at most ``budget`` tokens (``None``: no budget)."""
+        name = self.texts.get((patterns, stop, budget))
         if name is None:
-            name = self.texts[(patterns, stop)] = self._name("TEXT")
+            name = self.texts[(patterns, stop, budget)] = self._name("TEXT")
             what = "free text" if stop is None else f"free text up to {patterns[stop]!r}"
             self.terminals[name] = Terminal(name, free_text_dfa(patterns, stop), source=what)
+            if budget is not None:
+                # once spent: finish the stop string (at most its length), or end here
+                # (at most the rest of a UTF-8 character)
+                tail = 3 if stop is None else len(patterns[stop])
+                self.budgets[name] = (budget, tail)
         return name
 
     # -- continuations --------------------------------------------------------------------
@@ -301,11 +311,12 @@ class _Builder:
     def _free(self, head: Item, rest: Cont) -> list[tuple[str, ...]]:
         """A format that starts with free text."""
         ptr, node = head[1], head[2]
+        if isinstance(node, (n.AnyText, n.AnyTokens)) and node.max_tokens == 0:
+            return [(self.compile(rest),)]  # no token may hold text: the text is empty
         if isinstance(node, n.AnyText):
             self._no_budget(node, ptr)
             return self._region(("loop", ptr, node), rest)
         if isinstance(node, n.AnyTokens):
-            self._no_budget(node, ptr)
             _text_tokens(node.exclude_tokens, f"{ptr}/exclude_tokens")
             return self._region(("loop", ptr, node), rest)
         if isinstance(node, (n.TriggeredTags, n.TokenTriggeredTags)):
@@ -328,12 +339,6 @@ class _Builder:
 
     @staticmethod
     def _no_budget(node: n.AnyText | n.AnyTokens, ptr: str) -> None:
-        if node.max_tokens is not None:
-            raise UnsupportedFeatureError(
-                "max_tokens",
-                location=Location(pointer=f"{ptr}/max_tokens"),
-                detail="a token budget inside a structural tag is not enforced yet",
-            )
         if isinstance(node, n.AnyText) and node.max_chars is not None:
             raise UnsupportedFeatureError(
                 "max_chars",
@@ -434,23 +439,24 @@ class _Builder:
         leads = self._leads(rest, ptr)
         stops = [(text, p) for k, text, _, p in leads if k == "str"]
         patterns, index = _patterns(triggers, excludes, stops, ptr)
+        budget = node.max_tokens if isinstance(node, (n.AnyText, n.AnyTokens)) else None
         alts: list[tuple[str, ...]] = []
         for t, _, cs in triggers:
-            term = self.text(patterns, index[t])
+            term = self.text(patterns, index[t], budget)
             alts.extend((term, self.compile(c)) for c in cs)
         open_text: str | None = None
 
         def opened() -> str:
             nonlocal open_text
             if open_text is None:
-                open_text = self.text(patterns, None)
+                open_text = self.text(patterns, None, budget)
             return open_text
 
         for tk, cs in tok_triggers:
             alts.extend((opened(), self.token(tk), self.compile(c)) for c in cs)
         for k, value, after, _ in leads:
             if k == "str":
-                alts.append(self._then((self.text(patterns, index[value]),), after))
+                alts.append(self._then((self.text(patterns, index[value], budget),), after))
             elif k == "tok":
                 alts.append(self._then((opened(), self.token(value)), after))
             else:
