@@ -69,6 +69,8 @@ _LAZY = {
     "Infill": "corral.integrations.infill",
     "CompletionChecker": "corral.automata.completion",
     "diffusion_decode": "corral.sampler.diffusion",
+    "tool_calls": "corral.grammar.tool_calls",
+    "parse_tool_calls": "corral.grammar.tool_calls",
 }
 
 __all__ = [
@@ -108,7 +110,9 @@ __all__ = [
     "fill_next_token_bitmasks",
     "generate",
     "infill",
+    "parse_tool_calls",
     "stream",
+    "tool_calls",
     "validate",
 ]
 
@@ -130,6 +134,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .grammar.json_schema import explain
     from .grammar.json_schema.load import SchemaError
     from .grammar.json_schema.validation import validate
+    from .grammar.tool_calls import parse_tool_calls, tool_calls
     from .integrations.extract import extract
     from .integrations.generate import Generation, generate, stream
     from .integrations.infill import Infill, infill

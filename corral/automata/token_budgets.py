@@ -72,7 +72,7 @@ class TokenBudgets:
 
     # -- which lexemes are spent ------------------------------------------------------------
     def tails(
-        self, chart: Chart, top: int, ends: list[int], text_ends: list[int], text: bytes
+        self, chart: Chart, top: int, ends: list[int], text_ends: list[int], text: bytes | bytearray
     ) -> frozenset[bytes] | None:
         """The tails the input may still take, or ``None`` where no budget restricts it.
 
@@ -197,7 +197,7 @@ class TokenBudgets:
         return bool((int(m[token_id >> 5]) >> (token_id & 31)) & 1)
 
 
-def _unfinished(text: bytes, end: int) -> int:
+def _unfinished(text: bytes | bytearray, end: int) -> int:
     """How many bytes the UTF-8 character cut at ``text[:end]`` still needs (0 if none)."""
     for back in range(1, min(3, end) + 1):
         b = text[end - back]
