@@ -572,3 +572,42 @@ def test_a_token_may_cross_from_free_text_into_the_trigger() -> None:
 
 def test_special_marker_text_is_not_free_text() -> None:
     assert SPECIAL_OPEN not in "".join(FRAGMENTS) and SPECIAL_CLOSE not in "".join(FRAGMENTS)
+
+
+# -- differential: XGrammar's matcher on the same JSON --------------------------------------
+def _mutations(text: str, rng: random.Random) -> list[str]:
+    """``text`` and a few edits of it (deleting, duplicating or inserting a character)."""
+    out = [text]
+    for _ in range(4):
+        if not text:
+            break
+        i = rng.randrange(len(text))
+        out += [text[:i] + text[i + 1 :], text[:i] + text[i] + text[i:], text[:i] + rng.choice("<>/{}\" a") + text[i:]]  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_xgrammar_accepts_the_same_texts(name: str) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string
+
+    spec = SPECS[name]
+    vocab = corral.Vocabulary.from_hf(load_tokenizer("llama3"))
+    # XGrammar's JSON takes whitespace runs around punctuation: corral's "flexible" style
+    cg = corral.compile(spec, vocab, whitespace="flexible")
+    xg = xgr.Grammar.from_structural_tag(json.dumps(st.StructuralTag(spec).to_json()))
+    rng = random.Random(f"xgr-{name}")
+    seen = set()
+    agree = accepted = 0
+    for _ in range(40):
+        for text in _mutations(_sample(spec, rng), rng):
+            if text in seen:
+                continue
+            seen.add(text)
+            m = corral.Matcher(cg)
+            ours = m.consume_bytes(text.encode()) and m.is_accepting()
+            theirs = _is_grammar_accept_string(xg, text)
+            assert ours == theirs, (name, text, ours, theirs)
+            agree += 1
+            accepted += ours
+    assert agree > 100 and accepted > 10
