@@ -582,7 +582,8 @@ def _mutations(text: str, rng: random.Random) -> list[str]:
         if not text:
             break
         i = rng.randrange(len(text))
-        out += [text[:i] + text[i + 1 :], text[:i] + text[i] + text[i:], text[:i] + rng.choice("<>/{}\" a") + text[i:]]  # fmt: skip
+        inserted = text[:i] + rng.choice('<>/{}" a') + text[i:]
+        out += [text[:i] + text[i + 1 :], text[:i] + text[i] + text[i:], inserted]
     return out
 
 

@@ -165,9 +165,11 @@ class JSONSchema(Format):
     """A JSON value valid for ``schema`` (a dict, bool or pydantic model class).
 
     ``style="qwen_xml"`` writes an object's properties as Qwen3-Coder's XML parameters,
-    ``<parameter=NAME>\\nVALUE\\n</parameter>\\n`` each, a string value raw and any other
-    value as JSON. Objects keep the schema's property order (XGrammar's ``any_order`` is
-    read and refused when true: corral enforces ``required`` and no repeated keys).
+    ``<parameter=NAME>VALUE</parameter>`` each (whitespace may come before each
+    ``<parameter=``), a string value raw up to the first ``</parameter>`` and any other
+    value as JSON (see ``xml_params.py``). Objects keep the schema's property order
+    (XGrammar's ``any_order`` is read and refused when true: corral enforces
+    ``required`` and no repeated keys).
     """
 
     schema: Any
