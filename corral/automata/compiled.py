@@ -63,6 +63,16 @@ class CompiledGrammar:
         # this grammar, and never worth a signature (whose cost grows with the states)
         self._sparse_states = np.zeros(self.tables.n_lexer_states, bool)
         self._sparse_states[self.tables.n_dense_states :] = True
+        # lexer states of fixed strings: a walk follows one path of the trie, cheaper than
+        # the signature that would find it in the shared store (a structural tag has one
+        # such string per tool, all in play where a tool call begins)
+        names = sorted(grammar.terminals)
+        literal = np.array([grammar.terminals[n].literal is not None for n in names], bool)
+        self._unshared_states = self._sparse_states.copy()
+        if literal.size:
+            self._unshared_states[: self.tables.n_dense_states] |= literal[
+                self.tables.lex_term()[: self.tables.n_dense_states]
+            ]
         self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
         self.chart_rows = [0, 0]  # item rows new matchers' charts start with (chart.py)
@@ -102,7 +112,7 @@ class CompiledGrammar:
                     continue
                 key = b""
                 entry = None
-                if store.max_bytes > 0 and not self._sparse_states[g]:
+                if store.max_bytes > 0 and not self._unshared_states[g]:
                     sig = state_signature(lt.gt, lt.lex, g, max_depth, _SIGNATURE_STATES)
                     if sig.shape[0]:
                         key = hashlib.blake2b(sig.tobytes(), digest_size=20).digest()

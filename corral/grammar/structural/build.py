@@ -443,7 +443,7 @@ class _Builder:
         alts: list[tuple[str, ...]] = []
         for t, _, cs in triggers:
             term = self.text(patterns, index[t], budget)
-            alts.extend((term, self.compile(c)) for c in cs)
+            alts.extend((term, *rhs) for rhs in self._after_trigger(cs))
         open_text: str | None = None
 
         def opened() -> str:
@@ -462,6 +462,23 @@ class _Builder:
             else:
                 alts.append((opened(),))
         return alts
+
+    def _after_trigger(self, conts: list[Cont]) -> list[tuple[str, ...]]:
+        """What may follow a trigger: one continuation per tag. The rests of the tags'
+        begins share their common prefix, read as one literal: where many tags share a
+        trigger (a tool call's ``{"name": "``), only the point where their names part
+        holds one lexer state per tag, not every byte of the shared text."""
+        heads = [c[0][2] for c in conts if c and c[0][0] == "lit"]
+        if len(conts) < 2 or len(heads) < len(conts):
+            return [(self.compile(c),) for c in conts]
+        common = _common_prefix(heads)
+        if not common:
+            return [(self.compile(c),) for c in conts]
+        rests = [(("lit", c[0][1], c[0][2][len(common) :]), *c[1:]) for c in conts]
+        name = self._name("n")
+        for r in rests:
+            self._rule(name, (self.compile(r),))
+        return [(self.literal(common), name)]
 
     def _leads(self, cont: Cont, region: str) -> list[tuple[str, Any, Cont, str]]:
         """What ``cont`` can begin with: ``("str", text, after, pointer)``, ``("tok",
@@ -639,6 +656,15 @@ class _Builder:
         start = prefix + "_start"
         self._rule(start, (ign, ren(g.start)))
         return start
+
+
+def _common_prefix(texts: list[str]) -> str:
+    """The longest string every one of ``texts`` starts with."""
+    lo, hi = min(texts), max(texts)  # the prefix of these two is everyone's
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[:n]
 
 
 def _tag_items(tag: n.Tag, ptr: str, skip: int = 0) -> tuple[Item, ...]:
