@@ -612,3 +612,12 @@ def test_xgrammar_accepts_the_same_texts(name: str) -> None:
             agree += 1
             accepted += ours
     assert agree > 100 and accepted > 10
+
+
+def test_a_regex_that_reads_on_into_the_string_after_it_is_refused() -> None:
+    """Lexemes are read greedily: ``.+`` before ``</a>`` would read the end string too and
+    never stop (no completion), so it is refused; a regex that cannot read ``<`` is not."""
+    with pytest.raises(st.StructuralTagError, match=r"'\.\+' can read on into '</a>'") as e:
+        from_structural_tag(st.Tag("<a>", st.Regex(".+"), "</a>"))
+    assert e.value.location.pointer == "/content"
+    from_structural_tag(st.Tag("<a>", st.Regex("[^<]+"), "</a>"))

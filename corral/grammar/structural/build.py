@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from collections.abc import Sequence as Seq
 from typing import Any
 
+import numpy as np
+
 from ...errors import (
     CompileBudgetError,
     CorralError,
@@ -134,6 +136,7 @@ class _Builder:
         self.texts: dict[tuple[tuple[bytes, ...], int | None, int | None], str] = {}
         self.budgets: dict[str, tuple[int, int]] = {}  # terminal -> (max_tokens, tail)
         self.embedded: dict[tuple[Any, ...], str] = {}
+        self.regex_dfas: dict[str, Any] = {}  # pattern -> its automaton
         self.count = 0
 
     # -- symbols --------------------------------------------------------------------------
@@ -274,7 +277,10 @@ class _Builder:
         if isinstance(node, n.Token):
             return self._expand((("tok", ptr, node.token), *rest))
         if isinstance(node, (n.JSONSchema, n.Lark, n.Regex)):
-            return [self._then((self._embed(node, ptr),), rest)]
+            name = self._embed(node, ptr)
+            if isinstance(node, n.Regex):
+                self._regex_ends(node, ptr, rest)
+            return [self._then((name,), rest)]
         if isinstance(
             node,
             (
@@ -577,6 +583,29 @@ class _Builder:
         self._no_end(region, head)
         return []
 
+    def _regex_ends(self, node: n.Regex, ptr: str, rest: Cont) -> None:
+        """Refuse a regex that could read on into the string after it: its lexeme is read
+        greedily, so where it may end but can also read that string's first byte it does
+        not end there (``.+`` then ``</a>`` would read the end string and never stop)."""
+        try:
+            leads = self._leads(rest, ptr)
+        except StructuralTagError:
+            return  # followed by something else than strings: nothing to compare with
+        dfa = self.regex_dfas[node.pattern]
+        accept = np.flatnonzero(dfa.accept)
+        for kind, text, _, where in leads:
+            if kind != "str":
+                continue
+            first = text.encode("utf-8")[0]
+            if (np.asarray(dfa.trans)[accept, first] >= 0).any():
+                raise StructuralTagError(
+                    f"the regex {node.pattern!r} can read on into {text!r} that follows it "
+                    f"({where}): corral reads a regex's match greedily, so it would not end "
+                    f"there; write it so that it cannot read {chr(first)!r} where it may end, "
+                    "or use any_text (free text ends at the first string that follows it)",
+                    ptr,
+                )
+
     @staticmethod
     def _no_end(region: str, item: Item) -> None:
         raise StructuralTagError(
@@ -618,6 +647,7 @@ class _Builder:
                 g = frontends.from_lark(node.grammar, node.start)
             else:
                 g = frontends.from_regex(node.pattern)
+                self.regex_dfas[node.pattern] = g.terminals["REGEX"].dfa
         except CorralError as e:
             raise _below(e, inner) from e
         name = self.embedded[key] = self._add_grammar(g)
