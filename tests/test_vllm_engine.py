@@ -193,3 +193,43 @@ def test_extract_through_the_engine(llm) -> None:
         )
     )
     assert isinstance(cut[0].error, corral.IncompleteGenerationError)
+
+
+def test_tool_calls_with_a_reasoning_budget_through_the_engine(llm) -> None:
+    """A structural tag (Qwen's tool-call format, text markers for Gemma's vocabulary)
+    as a request: the output calls the tool with valid arguments and ends there, and the
+    reasoning holds at most its budget of tokens."""
+    from corral.integrations.vllm.processor import engine_vocabulary
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": SCHEMA}}]
+    model_config = llm.llm_engine.model_config
+    vocab = engine_vocabulary(model_config, model_config.get_vocab_size())
+    spec = corral.tool_calls(
+        tools,
+        "qwen",
+        tool_choice="required",
+        parallel=False,
+        reasoning="enabled",
+        reasoning_budget=8,
+        vocab=vocab,
+    )
+    params = sampling_params(structural_tag=spec, max_tokens=200, temperature=0)
+    out = llm.generate(["Call the weather tool for Paris. "], [params])[0].outputs[0]
+    assert out.finish_reason == "stop", repr(out.text)
+    parsed = corral.parse_tool_calls(out.text, "qwen", tools=tools)
+    assert [c["name"] for c in parsed.tool_calls] == ["get_weather"]
+    jsonschema.validate(parsed.tool_calls[0]["arguments"], SCHEMA)
+    # the reasoning's tokens: those ending after "<think>" and starting before "</think>"
+    ends, pos = [], 0
+    for t in out.token_ids:
+        pos += len(vocab.token_bytes(t))
+        ends.append(pos)
+    data = vocab.decode(out.token_ids)
+    a, b = data.index(b"<think>") + len(b"<think>"), data.index(b"</think>")
+    starts = [0, *ends[:-1]]
+    inside = sum(1 for s, e in zip(starts, ends, strict=True) if max(s, a) < min(e, b))
+    assert inside <= 8 + 1, repr(out.text)  # one more only to finish a cut character
+    m = corral.compile(spec, vocab).matcher()
+    for t in out.token_ids:
+        m.consume(t)
+    assert m.is_accepting()

@@ -65,6 +65,18 @@ def test_structural_tags_travel_as_json_and_build_their_grammar() -> None:
         ConstraintSpec.parse({"structural_tag": [1]})
 
 
+def test_a_python_structural_tag_becomes_its_json() -> None:
+    from corral.grammar import structural as st
+
+    spec = st.Tag("<a>", st.JSONSchema(SCHEMA), "</a>")
+    made = ConstraintSpec.of(structural_tag=spec, whitespace="compact")
+    assert made == ConstraintSpec.parse(
+        {"structural_tag": st.StructuralTag(spec).to_json(), "options": {"whitespace": "compact"}}
+    )
+    with pytest.raises(SpecError, match="structural_tag= must be"):
+        ConstraintSpec.of(structural_tag=3)
+
+
 def test_pydantic_models_become_schemas() -> None:
     pydantic = pytest.importorskip("pydantic")
 
@@ -105,7 +117,7 @@ def test_bad_constraints_fail_with_corrals_errors() -> None:
         ConstraintSpec.of(grammar='start: "a" (').grammar()
     with pytest.raises(SpecError, match="exactly one"):
         ConstraintSpec.of(schema=SCHEMA, regex="a")
-    with pytest.raises(SpecError, match="apply to schema= only"):
+    with pytest.raises(SpecError, match="apply to schema= and structural_tag= only"):
         ConstraintSpec.of(regex="a", whitespace="compact")
 
 

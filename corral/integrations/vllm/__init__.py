@@ -36,6 +36,7 @@ def sampling_params(
     schema: Any = None,
     grammar: str | None = None,
     regex: str | None = None,
+    structural_tag: Any = None,
     start: str = "start",
     schema_options: dict[str, Any] | None = None,
     **sampling_kwargs: Any,
@@ -46,6 +47,9 @@ def sampling_params(
         schema: a JSON Schema (dict, bool, JSON text) or a pydantic model class.
         grammar: Lark grammar text (``start`` names its start rule).
         regex: a regular expression the whole output must match.
+        structural_tag: a structural tag (tool calls, reasoning, free text): a
+            :mod:`corral.grammar.structural` format, e.g. from ``corral.tool_calls``, or
+            XGrammar's JSON form.
         schema_options: JSON Schema compile options
             (:class:`corral.grammar.json_schema.Options`: ``whitespace``, ...).
         sampling_kwargs: any other ``SamplingParams`` argument (``max_tokens``,
@@ -59,7 +63,12 @@ def sampling_params(
     from vllm import SamplingParams
 
     spec = ConstraintSpec.of(
-        schema=schema, grammar=grammar, regex=regex, start=start, **(schema_options or {})
+        schema=schema,
+        grammar=grammar,
+        regex=regex,
+        structural_tag=structural_tag,
+        start=start,
+        **(schema_options or {}),
     )
     extra = dict(sampling_kwargs.pop("extra_args", None) or {})
     extra[KEY] = spec.to_json()

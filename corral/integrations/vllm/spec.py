@@ -132,21 +132,45 @@ class ConstraintSpec:
         schema: Any = None,
         grammar: str | None = None,
         regex: str | None = None,
+        structural_tag: Any = None,
         start: str = "start",
         **schema_options: Any,
     ) -> ConstraintSpec:
         """The spec of exactly one of ``schema`` (dict, bool, JSON text or pydantic model
-        class), ``grammar`` (Lark text) and ``regex``, with a schema's compile options."""
+        class), ``grammar`` (Lark text), ``regex`` and ``structural_tag`` (a
+        :mod:`corral.grammar.structural` format, or XGrammar's JSON form), with the
+        compile options of a schema (or of a structural tag's JSON Schemas)."""
         given = [
             n
-            for n, v in (("schema", schema), ("grammar", grammar), ("regex", regex))
+            for n, v in (
+                ("schema", schema),
+                ("grammar", grammar),
+                ("regex", regex),
+                ("structural_tag", structural_tag),
+            )
             if v is not None
         ]
         if len(given) != 1:
             raise SpecError(
-                "pass exactly one of schema=, grammar=, regex= "
+                "pass exactly one of schema=, grammar=, regex=, structural_tag= "
                 + (f"(got {', '.join(given)})" if given else "(got none)")
             )
+        if structural_tag is not None:
+            from ...grammar.structural import StructuralTag, is_structural_tag
+
+            if not isinstance(structural_tag, (str, bytes, dict)):
+                if not is_structural_tag(structural_tag):
+                    raise SpecError(
+                        "structural_tag= must be a structural-tag format or its JSON, not "
+                        f"{type(structural_tag).__name__}"
+                    )
+                if not isinstance(structural_tag, StructuralTag):
+                    structural_tag = StructuralTag(structural_tag)
+                try:
+                    structural_tag = structural_tag.to_json()
+                except (TypeError, ValueError) as e:
+                    raise SpecError(f"structural_tag= is not JSON data: {e}") from None
+            return cls.parse({"structural_tag": structural_tag, "options": schema_options or None})
         if schema is not None:
             from ...grammar.json_schema.load import as_schema
 
@@ -163,7 +187,9 @@ class ConstraintSpec:
                     ) from None
             return cls.parse({"schema": body, "options": schema_options or None})
         if schema_options:
-            raise SpecError(f"options {sorted(schema_options)} apply to schema= only")
+            raise SpecError(
+                f"options {sorted(schema_options)} apply to schema= and structural_tag= only"
+            )
         if grammar is not None:
             return cls.parse({"grammar": grammar, "start": start})
         return cls.parse({"regex": regex})
