@@ -250,7 +250,15 @@ def test_guess_and_source() -> None:
     g = Grammar.from_regex("a")
     src = frontends.guess(g)
     assert src.front_end == "grammar" and src.key is None and src.build() is g
-    assert [f.name for f in frontends.FRONT_ENDS] == ["json-schema", "grammar", "lark", "regex"]
+    assert [f.name for f in frontends.FRONT_ENDS] == [
+        "structural-tag",
+        "json-schema",
+        "grammar",
+        "lark",
+        "regex",
+    ]
+    tag = {"type": "structural_tag", "format": {"type": "const_string", "value": "a"}}
+    assert frontends.guess(tag).front_end == "structural-tag"
     regex = frontends.source("regex", PHONE)
     assert regex.key != frontends.source("regex", PHONE, flags=re.I).key
     assert regex.key != frontends.source("lark", PHONE).key
