@@ -1,5 +1,7 @@
 """The ``corral`` command: ``corral demo``, ``corral extract`` and ``corral warmup``.
 
+``corral demo`` runs :mod:`corral.demo` (``--tools``: its tool-calling demo).
+
 ``corral warmup`` compiles the Numba kernels into their on-disk cache (see
 :mod:`corral.warmup`): run it once after installing, so that the first process to
 constrain a model does not pay the compilation.
@@ -37,9 +39,19 @@ from ..errors import CorralError
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="corral", description="Constrained generation.")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="schema-constrained extraction with a small real model")
+    demo = sub.add_parser(
+        "demo", help="schema-constrained extraction (or, --tools, tool calling) with a small "
+        "real model"
+    )  # fmt: skip
     demo.add_argument("--model", default=None, help="local Hugging Face model folder")
-    demo.add_argument("--max-new-tokens", type=int, default=64)
+    demo.add_argument(
+        "--max-new-tokens", type=positive_int, default=None,
+        help="token budget of each output (default 64, with --tools 128)",
+    )  # fmt: skip
+    demo.add_argument(
+        "--tools", action="store_true",
+        help="tool calling: five tools, the hermes format, calls parsed and validated",
+    )  # fmt: skip
     ex = sub.add_parser("extract", help="documents (JSONL) in, validated records (JSONL) out")
     ex.add_argument(
         "--model", required=True, help="local Hugging Face model folder, or gemma3-270m"
@@ -89,8 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return demo_main(
                 ([] if args.model is None else ["--model", args.model])
-                + ["--max-new-tokens", str(args.max_new_tokens)]
-            )
+                + ([] if args.max_new_tokens is None else
+                   ["--max-new-tokens", str(args.max_new_tokens)])
+                + (["--tools"] if args.tools else [])
+            )  # fmt: skip
         return run_extract(args)
     except (CorralError, OSError, ValueError, TypeError) as e:
         print(f"corral: error: {e}", file=sys.stderr)
