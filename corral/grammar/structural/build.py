@@ -89,37 +89,21 @@ def build_grammar(
     )
 
 
-_TYPE_NAMES = {
-    v.__name__: k
-    for k, v in {
-        "const_string": n.Const,
-        "json_schema": n.JSONSchema,
-        "grammar": n.Lark,
-        "regex": n.Regex,
-        "any_text": n.AnyText,
-        "token": n.Token,
-        "exclude_token": n.ExcludeToken,
-        "any_tokens": n.AnyTokens,
-        "sequence": n.Sequence,
-        "or": n.Or,
-        "optional": n.Optional,
-        "star": n.Star,
-        "plus": n.Plus,
-        "repeat": n.Repeat,
-        "tag": n.Tag,
-        "triggered_tags": n.TriggeredTags,
-        "token_triggered_tags": n.TokenTriggeredTags,
-        "tags_with_separator": n.TagsWithSeparator,
-        "dispatch": n.Dispatch,
-        "token_dispatch": n.TokenDispatch,
-    }.items()
-}
+_FREE = (n.AnyText, n.AnyTokens, n.TriggeredTags, n.TokenTriggeredTags, n.Dispatch, n.TokenDispatch)
+"""The formats that begin with free text."""
+
+
+def _check_tags(node: n.TriggeredTags | n.TokenTriggeredTags, ptr: str) -> None:
+    if isinstance(node, n.TokenTriggeredTags):
+        _text_tokens(node.exclude_tokens, f"{ptr}/exclude_tokens")
+    if not node.tags:
+        raise StructuralTagError("triggered tags need at least one tag", f"{ptr}/tags")
 
 
 def _describe(item: Item) -> str:
     kind = item[0]
     if kind == "f":
-        return f"a {_TYPE_NAMES.get(type(item[2]).__name__, type(item[2]).__name__)!r}"
+        return f"a {item[2].to_json()['type']!r}"
     if kind in ("loop", "once"):
         return "free text"
     return f"a {kind}"
@@ -206,105 +190,26 @@ class _Builder:
     def _expand(self, cont: Cont) -> list[tuple[str, ...]]:
         """The alternatives (right-hand sides) of ``cont``'s nonterminal."""
         head, rest = cont[0], cont[1:]
+        alts = self._unfold(head, rest)
+        if alts is not None:
+            return [(self.compile(c),) for c in alts]
         kind, ptr = head[0], head[1]
         if kind == "lit":
-            if not head[2]:
-                return [(self.compile(rest),)]
             return [self._then((self.literal(head[2]),), rest)]
         if kind == "ends":
             return [self._then((self.literal(e),), rest) for e in head[2]]
         if kind == "tok":
             return [self._then((self.token(head[2]),), rest)]
-        if kind == "star":
-            node = head[2]
-            return [(self.compile(rest),), (self.compile((("f", ptr, node), head, *rest)),)]
-        if kind == "rep":
-            node, lo, hi = head[2], head[3], head[4]
-            if lo > 0:
-                nxt = ("rep", ptr, node, lo - 1, hi if hi < 0 else hi - 1)
-                return [(self.compile((("f", ptr, node), nxt, *rest)),)]
-            if hi < 0:
-                return self._expand((("star", ptr, node), *rest))
-            if hi == 0:
-                return [(self.compile(rest),)]
-            nxt = ("rep", ptr, node, 0, hi - 1)
-            return [(self.compile(rest),), (self.compile((("f", ptr, node), nxt, *rest)),)]
-        if kind == "sep":
-            node = head[2]
-            alts: list[tuple[str, ...]] = [(self.compile(rest),)]
-            for i, tag in enumerate(node.tags):
-                item = ("f", f"{ptr}/tags/{i}", tag)
-                alts.append(
-                    (
-                        self.compile(
-                            (("lit", f"{ptr}/separator", node.separator), item, head, *rest)
-                        ),
-                    )
-                )
-            return alts
         if kind in ("loop", "once"):
             return self._region(head, rest)
-        return self._format(head, rest)
-
-    def _format(self, head: Item, rest: Cont) -> list[tuple[str, ...]]:
-        ptr, node = head[1], head[2]
-        if isinstance(node, n.Const):
-            return self._expand((("lit", ptr, node.value), *rest))
-        if isinstance(node, n.Sequence):
-            items = tuple(("f", f"{ptr}/elements/{i}", e) for i, e in enumerate(node.elements))
-            return [(self.compile((*items, *rest)),)]
-        if isinstance(node, n.Or):
-            return [
-                (self.compile((("f", f"{ptr}/elements/{i}", e), *rest)),)
-                for i, e in enumerate(node.elements)
-            ]
-        if isinstance(node, n.Optional):
-            return [
-                (self.compile(rest),),
-                (self.compile((("f", f"{ptr}/content", node.content), *rest)),),
-            ]
-        if isinstance(node, n.Star):
-            return self._expand((("star", f"{ptr}/content", node.content), *rest))
-        if isinstance(node, n.Plus):
-            item = ("f", f"{ptr}/content", node.content)
-            return [(self.compile((item, ("star", f"{ptr}/content", node.content), *rest)),)]
-        if isinstance(node, n.Repeat):
-            return self._expand(
-                (("rep", f"{ptr}/content", node.content, node.min, node.max), *rest)
-            )
-        if isinstance(node, n.Tag):
-            return [(self.compile((*_tag_items(node, ptr), *rest)),)]
-        if isinstance(node, n.Token):
-            return self._expand((("tok", ptr, node.token), *rest))
+        node = head[2]
         if isinstance(node, (n.JSONSchema, n.Lark, n.Regex)):
             name = self._embed(node, ptr)
             if isinstance(node, n.Regex):
                 self._regex_ends(node, ptr, rest)
             return [self._then((name,), rest)]
-        if isinstance(
-            node,
-            (
-                n.AnyText,
-                n.AnyTokens,
-                n.TriggeredTags,
-                n.TokenTriggeredTags,
-                n.Dispatch,
-                n.TokenDispatch,
-            ),
-        ):
+        if isinstance(node, _FREE):
             return self._free(head, rest)
-        if isinstance(node, n.TagsWithSeparator):
-            if not node.tags:
-                if node.at_least_one:
-                    raise StructuralTagError(
-                        "tags_with_separator with at_least_one needs a tag", f"{ptr}/tags"
-                    )
-                return [(self.compile(rest),)]
-            alts: list[tuple[str, ...]] = [] if node.at_least_one else [(self.compile(rest),)]
-            after = () if node.stop_after_first else (("sep", ptr, node),)
-            for i, tag in enumerate(node.tags):
-                alts.append((self.compile((("f", f"{ptr}/tags/{i}", tag), *after, *rest)),))
-            return alts
         if isinstance(node, n.ExcludeToken):
             raise UnsupportedFeatureError(
                 "exclude_token (exactly one token)",
@@ -312,6 +217,72 @@ class _Builder:
                 detail="corral constrains the text, not how many tokens spell it; use any_text",
             )
         raise StructuralTagError(f"not a structural-tag format: {type(node).__name__}", ptr)
+
+    def _unfold(self, head: Item, rest: Cont) -> list[Cont] | None:
+        """``head rest`` as the continuations it reads as, one per alternative, where
+        ``head`` only arranges other items (a sequence, an or, a repeat, a tag, an empty
+        string...); ``None`` where ``head`` stands for symbols of its own (a string, a
+        token, a sub-spec, free text). Both the grammar (:meth:`_expand`) and what a
+        continuation begins with (:meth:`_leads`) read composites through this."""
+        kind, ptr = head[0], head[1]
+        if kind == "lit":
+            return None if head[2] else [rest]
+        if kind == "star":
+            return [rest, (("f", ptr, head[2]), head, *rest)]
+        if kind == "rep":
+            node, lo, hi = head[2], head[3], head[4]
+            if lo > 0:
+                return [
+                    (("f", ptr, node), ("rep", ptr, node, lo - 1, hi if hi < 0 else hi - 1), *rest)
+                ]
+            if hi < 0:
+                return [(("star", ptr, node), *rest)]
+            if hi == 0:
+                return [rest]
+            return [rest, (("f", ptr, node), ("rep", ptr, node, 0, hi - 1), *rest)]
+        if kind == "sep":
+            sep = ("lit", f"{ptr}/separator", head[2].separator)
+            tags = enumerate(head[2].tags)
+            return [rest, *((sep, ("f", f"{ptr}/tags/{i}", t), head, *rest) for i, t in tags)]
+        if kind != "f":
+            return None
+        node = head[2]
+        if isinstance(node, n.Const):
+            return [(("lit", ptr, node.value), *rest)]
+        if isinstance(node, n.Token):
+            return [(("tok", ptr, node.token), *rest)]
+        if isinstance(node, n.Sequence):
+            return [
+                (*(("f", f"{ptr}/elements/{i}", e) for i, e in enumerate(node.elements)), *rest)
+            ]
+        if isinstance(node, n.Or):
+            return [(("f", f"{ptr}/elements/{i}", e), *rest) for i, e in enumerate(node.elements)]
+        if isinstance(node, n.Optional):
+            return [rest, (("f", f"{ptr}/content", node.content), *rest)]
+        if isinstance(node, n.Star):
+            return [(("star", f"{ptr}/content", node.content), *rest)]
+        if isinstance(node, n.Plus):
+            item = ("f", f"{ptr}/content", node.content)
+            return [(item, ("star", f"{ptr}/content", node.content), *rest)]
+        if isinstance(node, n.Repeat):
+            return [(("rep", f"{ptr}/content", node.content, node.min, node.max), *rest)]
+        if isinstance(node, n.Tag):
+            return [(*_tag_items(node, ptr), *rest)]
+        if isinstance(node, n.TagsWithSeparator):
+            if not node.tags and node.at_least_one:
+                raise StructuralTagError(
+                    "tags_with_separator with at_least_one needs a tag", f"{ptr}/tags"
+                )
+            after: Cont = () if node.stop_after_first else (("sep", ptr, node),)
+            tagged = [(("f", f"{ptr}/tags/{i}", t), *after, *rest) for i, t in enumerate(node.tags)]
+            return tagged if node.at_least_one else [rest, *tagged]
+        if isinstance(node, (n.TriggeredTags, n.TokenTriggeredTags)) and node.at_least_one:
+            _check_tags(node, ptr)  # no free text before the first tag
+            after_tag: Cont = () if node.stop_after_first else (("loop", ptr, node),)
+            return [
+                (("f", f"{ptr}/tags/{i}", t), *after_tag, *rest) for i, t in enumerate(node.tags)
+            ]
+        return None
 
     # -- free text ------------------------------------------------------------------------
     def _free(self, head: Item, rest: Cont) -> list[tuple[str, ...]]:
@@ -326,16 +297,7 @@ class _Builder:
             _text_tokens(node.exclude_tokens, f"{ptr}/exclude_tokens")
             return self._region(("loop", ptr, node), rest)
         if isinstance(node, (n.TriggeredTags, n.TokenTriggeredTags)):
-            if isinstance(node, n.TokenTriggeredTags):
-                _text_tokens(node.exclude_tokens, f"{ptr}/exclude_tokens")
-            if not node.tags:
-                raise StructuralTagError("triggered tags need at least one tag", f"{ptr}/tags")
-            if node.at_least_one:  # no free text before the first tag
-                after = () if node.stop_after_first else (("loop", ptr, node),)
-                return [
-                    (self.compile((("f", f"{ptr}/tags/{i}", t), *after, *rest)),)
-                    for i, t in enumerate(node.tags)
-                ]
+            _check_tags(node, ptr)  # (with at_least_one, _unfold reads the first tag)
             kind = "once" if node.stop_after_first else "loop"
             return self._region((kind, ptr, node), rest)
         if isinstance(node, n.TokenDispatch):
@@ -503,85 +465,18 @@ class _Builder:
                 out.append(("end", None, (), ""))
                 continue
             head, rest = c[0], c[1:]
-            kind, ptr = head[0], head[1]
-            if kind == "lit":
-                if head[2]:
-                    out.append(("str", head[2], rest, ptr))
-                else:
-                    todo.append(rest)
-            elif kind == "ends":
-                out.extend(("str", e, rest, ptr) for e in head[2])
-            elif kind == "tok":
-                out.append(("tok", head[2], rest, ptr))
-            elif kind == "star":
-                todo.append(rest)
-                todo.append((("f", ptr, head[2]), head, *rest))
-            elif kind == "rep":
-                node, lo, hi = head[2], head[3], head[4]
-                if lo > 0:
-                    todo.append(
-                        (
-                            ("f", ptr, node),
-                            ("rep", ptr, node, lo - 1, hi if hi < 0 else hi - 1),
-                            *rest,
-                        )
-                    )
-                elif hi < 0:
-                    todo.append((("star", ptr, node), *rest))
-                else:
-                    todo.append(rest)
-                    if hi > 0:
-                        todo.append((("f", ptr, node), ("rep", ptr, node, 0, hi - 1), *rest))
-            elif kind == "sep":
-                todo.append(rest)
-                sep = head[2].separator
-                for i, tag in enumerate(head[2].tags):
-                    after = (("f", f"{ptr}/tags/{i}", tag), head, *rest)
-                    if sep:
-                        out.append(("str", sep, after, f"{ptr}/separator"))
-                    else:
-                        todo.append(after)
-            elif kind == "f":
-                todo.extend(self._format_leads(head, rest, region))
+            alts = self._unfold(head, rest)
+            if alts is not None:
+                todo.extend(alts)
+            elif head[0] == "lit":
+                out.append(("str", head[2], rest, head[1]))
+            elif head[0] == "ends":
+                out.extend(("str", e, rest, head[1]) for e in head[2])
+            elif head[0] == "tok":
+                out.append(("tok", head[2], rest, head[1]))
             else:
                 self._no_end(region, head)
         return out
-
-    def _format_leads(self, head: Item, rest: Cont, region: str) -> list[Cont]:
-        ptr, node = head[1], head[2]
-        if isinstance(node, n.Const):
-            return [(("lit", ptr, node.value), *rest)]
-        if isinstance(node, n.Sequence):
-            return [
-                (*(("f", f"{ptr}/elements/{i}", e) for i, e in enumerate(node.elements)), *rest)
-            ]
-        if isinstance(node, n.Or):
-            return [(("f", f"{ptr}/elements/{i}", e), *rest) for i, e in enumerate(node.elements)]
-        if isinstance(node, n.Optional):
-            return [rest, (("f", f"{ptr}/content", node.content), *rest)]
-        if isinstance(node, n.Star):
-            return [(("star", f"{ptr}/content", node.content), *rest)]
-        if isinstance(node, n.Plus):
-            return [
-                (
-                    ("f", f"{ptr}/content", node.content),
-                    ("star", f"{ptr}/content", node.content),
-                    *rest,
-                )
-            ]
-        if isinstance(node, n.Repeat):
-            return [(("rep", f"{ptr}/content", node.content, node.min, node.max), *rest)]
-        if isinstance(node, n.Tag):
-            return [(*_tag_items(node, ptr), *rest)]
-        if isinstance(node, n.Token):
-            return [(("tok", ptr, node.token), *rest)]
-        if isinstance(node, (n.TriggeredTags, n.TokenTriggeredTags)) and node.at_least_one:
-            return [(("f", f"{ptr}/tags/{i}", t), *rest) for i, t in enumerate(node.tags)]
-        if isinstance(node, n.TagsWithSeparator):
-            out = [(("f", f"{ptr}/tags/{i}", t), *rest) for i, t in enumerate(node.tags)]
-            return out if node.at_least_one else [*out, rest]
-        self._no_end(region, head)
-        return []
 
     def _regex_ends(self, node: n.Regex, ptr: str, rest: Cont) -> None:
         """Refuse a regex that could read on into the string after it: its lexeme is read
