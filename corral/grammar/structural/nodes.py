@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from ...errors import ArgumentTypeError, InvalidArgumentError
 
@@ -360,42 +360,38 @@ class Or(Format):
 
 
 @dataclass(frozen=True)
-class Optional(Format):
+class _Repetition(Format):
+    """``content`` a number of times that the subclass names (its JSON ``type``)."""
+
+    content: Format
+    TYPE: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", as_format(self.content))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "content": self.content.to_json()}
+
+
+@dataclass(frozen=True)
+class Optional(_Repetition):
     """``content`` once or not at all."""
 
-    content: Format
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "content", as_format(self.content))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "optional", "content": self.content.to_json()}
+    TYPE: ClassVar[str] = "optional"
 
 
 @dataclass(frozen=True)
-class Star(Format):
+class Star(_Repetition):
     """``content`` any number of times."""
 
-    content: Format
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "content", as_format(self.content))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "star", "content": self.content.to_json()}
+    TYPE: ClassVar[str] = "star"
 
 
 @dataclass(frozen=True)
-class Plus(Format):
+class Plus(_Repetition):
     """``content`` once or more."""
 
-    content: Format
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "content", as_format(self.content))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "plus", "content": self.content.to_json()}
+    TYPE: ClassVar[str] = "plus"
 
 
 @dataclass(frozen=True)

@@ -248,19 +248,16 @@ def _content(o: dict[str, Any], p: str) -> n.Format:
     return _format(o["content"], f"{p}/content")
 
 
-def _read_optional(o: dict[str, Any], p: str) -> n.Format:
-    _fields(o, p, required=("content",), optional=())
-    return n.Optional(_content(o, p))
+def _repetition(
+    cls: type[n.Optional | n.Star | n.Plus],
+) -> Callable[[dict[str, Any], str], n.Format]:
+    """The reader of ``optional``, ``star`` or ``plus``: a ``content`` format."""
 
+    def read(o: dict[str, Any], p: str) -> n.Format:
+        _fields(o, p, required=("content",), optional=())
+        return cls(_content(o, p))
 
-def _read_star(o: dict[str, Any], p: str) -> n.Format:
-    _fields(o, p, required=("content",), optional=())
-    return n.Star(_content(o, p))
-
-
-def _read_plus(o: dict[str, Any], p: str) -> n.Format:
-    _fields(o, p, required=("content",), optional=())
-    return n.Plus(_content(o, p))
+    return read
 
 
 def _read_repeat(o: dict[str, Any], p: str) -> n.Format:
@@ -382,9 +379,9 @@ FORMAT_TYPES: dict[str, Callable[[dict[str, Any], str], n.Format]] = {
     "any_tokens": _read_any_tokens,
     "sequence": _read_sequence,
     "or": _read_or,
-    "optional": _read_optional,
-    "star": _read_star,
-    "plus": _read_plus,
+    "optional": _repetition(n.Optional),
+    "star": _repetition(n.Star),
+    "plus": _repetition(n.Plus),
     "repeat": _read_repeat,
     "tag": _read_tag,
     "triggered_tags": _read_triggered_tags,
