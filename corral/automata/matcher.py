@@ -52,8 +52,8 @@ class Matcher:
         self._check_memo: tuple[tuple[int, int], bool] | None = None
         self._finished = False
         self._budgets = compiled.budgets  # token budgets (None: the grammar has none)
-        self._ends: list[int] = []  # with budgets: chart sets after each consumed token
-        self._text_ends: list[int] = []  # with budgets: text length after each token
+        # with budgets: (chart sets, text length) after each consumed token
+        self._ends: list[tuple[int, int]] = []
 
     # -- queries ----------------------------------------------------------------------
     @property
@@ -119,7 +119,7 @@ class Matcher:
             self._fill_kernel(dst, top)
             c.mask_cache.offer(key, dst, time.perf_counter_ns() - t0)
         if self._budgets is not None and top == chart.n_sets:
-            tails = self._budgets.tails(chart, top, self._ends, self._text_ends, self._text)
+            tails = self._budgets.tails(chart, top, self._ends, self._text)
             if tails is not None:  # a spent budget: only its tails may follow
                 dst &= self._budgets.mask(tails)
         if (
@@ -195,8 +195,7 @@ class Matcher:
             if kind == EOS:
                 self._history.append(before)
                 if self._budgets is not None:
-                    self._ends.append(chart.n_sets)
-                    self._text_ends.append(len(self._text))
+                    self._token_ended()
                 return
             raise TokenRejectedError(tid, f"token {tid} after EOS: the output is finished")
         if kind == EOS:
@@ -205,13 +204,10 @@ class Matcher:
             self._finished = True
             self._history.append(before)
             if self._budgets is not None:
-                self._ends.append(chart.n_sets)
-                self._text_ends.append(len(self._text))
+                self._token_ended()
             return
         if self._budgets is not None:
-            tails = self._budgets.tails(
-                chart, chart.n_sets, self._ends, self._text_ends, self._text
-            )
+            tails = self._budgets.tails(chart, chart.n_sets, self._ends, self._text)
             if tails is not None and not self._budgets.allows(tails, tid):
                 raise TokenRejectedError(
                     tid,
@@ -237,8 +233,11 @@ class Matcher:
         chart.n_sets = n
         self._history.append(before)
         if self._budgets is not None:
-            self._ends.append(n)
-            self._text_ends.append(len(self._text))
+            self._token_ended()
+
+    def _token_ended(self) -> None:
+        """Note where the token just consumed ends (for token budgets)."""
+        self._ends.append((self.chart.n_sets, len(self._text)))
 
     def consume_tokens(self, token_ids: Iterable[int]) -> None:
         """Consume several tokens; on a rejection, the tokens before it stay consumed.
@@ -304,7 +303,6 @@ class Matcher:
         del self._history[-num_tokens:]
         if self._budgets is not None:
             del self._ends[len(self._history) :]
-            del self._text_ends[len(self._history) :]
         self.chart.n_sets = n_sets
         self._finished = finished
         del self._text[text_len:]
@@ -325,7 +323,6 @@ class Matcher:
         new._finished = self._finished
         new._budgets = self._budgets
         new._ends = list(self._ends)
-        new._text_ends = list(self._text_ends)
         return new
 
     # -- fast-forward -----------------------------------------------------------------

@@ -46,10 +46,9 @@ class TokenBudgets:
     """
 
     def __init__(self, grammar: Grammar, tables: Tables, vocab: Vocabulary) -> None:
-        from ..grammar.follow import numbered
         from .kernels.layout import H_TERM_START
 
-        names = numbered(grammar)[0]
+        names = sorted(grammar.terminals)  # the tables' order (grammar.follow.numbered)
         starts = tables.section(H_TERM_START, len(names))
         lex_term = tables.lex_term()
         self.limit = np.full(tables.n_lexer_states, -1, np.int64)
@@ -72,14 +71,13 @@ class TokenBudgets:
 
     # -- which lexemes are spent ------------------------------------------------------------
     def tails(
-        self, chart: Chart, top: int, ends: list[int], text_ends: list[int], text: bytes | bytearray
+        self, chart: Chart, top: int, ends: list[tuple[int, int]], text: bytes | bytearray
     ) -> frozenset[bytes] | None:
         """The tails the input may still take, or ``None`` where no budget restricts it.
 
-        ``top``: the number of chart sets of the input; ``ends``: the number of chart sets
-        after each consumed token, in order (a token holds a byte of a lexeme that began
-        at set ``o`` when it ends after set ``o + 1``); ``text_ends``: the length of the
-        text after each token; ``text``: the text so far.
+        ``top``: the number of chart sets of the input; ``ends``: ``(chart sets, text
+        length)`` after each consumed token, in order (a token holds a byte of a lexeme that
+        began at set ``o`` when it ends after set ``o + 1``); ``text``: the text so far.
         """
         lo, hi = int(chart.S[top - 1, S_L]), int(chart.S[top, S_L])
         if lo == hi:
@@ -97,16 +95,16 @@ class TokenBudgets:
                 continue  # what may follow once the spent text ends
             if self._finished(state):
                 continue  # the lexeme is complete and reads no more: what follows decides
-            used = len(ends) - bisect.bisect_right(ends, origin + 1)
+            used = len(ends) - bisect.bisect_right(ends, origin + 1, key=_sets)
             if used < limit:
                 return None
             # bytes written since the budget ran out (at the end of the limit-th token of
             # the lexeme) count against the tail: what was written after it and is not
             # part of the finishing string would be more text
-            k = len(ends) - used + limit - 1  # the token that spent the budget
-            since = top - ends[k]
+            sets, text_len = ends[len(ends) - used + limit - 1]  # where the budget ran out
+            since = top - sets
             # a character the budget ran out in the middle of is finished first
-            need = _unfinished(text, text_ends[k])
+            need = _unfinished(text, text_len)
             spent.update(self._state_tails(state, int(self._tail[state]) + need - since))
             any_spent = True
         return frozenset(spent) if any_spent else None
@@ -195,6 +193,10 @@ class TokenBudgets:
         """Whether ``token_id`` is in :meth:`mask` of ``tails``."""
         m = self.mask(tails)
         return bool((int(m[token_id >> 5]) >> (token_id & 31)) & 1)
+
+
+def _sets(end: tuple[int, int]) -> int:
+    return end[0]
 
 
 def _unfinished(text: bytes | bytearray, end: int) -> int:
