@@ -393,25 +393,29 @@ class _Tokens:
                     self.by_bytes.setdefault(b, i)
 
     def cut(self, data: bytes, rng: random.Random) -> list[int] | None:
+        """A random tokenization of ``data`` (``None`` if a byte has no token)."""
         out, i = [], 0
         while i < len(data):
-            options = [
-                self.by_bytes[data[i:j]]
-                for j in range(i + 1, min(len(data), i + 12) + 1)
-                if data[i:j] in self.by_bytes
+            ends = [
+                j for j in range(i + 1, min(len(data), i + 12) + 1) if data[i:j] in self.by_bytes
             ]
-            if not options:
+            if not ends:
                 return None
-            t = rng.choice(options)
-            out.append(t)
-            i += len(self.by_bytes_inverse(t))
+            j = rng.choice(ends)
+            out.append(self.by_bytes[data[i:j]])
+            i = j
         return out
 
-    def by_bytes_inverse(self, t: int) -> bytes:
-        inv = getattr(self, "_inv", None)
-        if inv is None:
-            inv = self._inv = {v: k for k, v in self.by_bytes.items()}
-        return inv[t]
+    def longest(self, text: str) -> list[int]:
+        """``text`` cut greedily into the longest tokens."""
+        out, data, i = [], text.encode(), 0
+        while i < len(data):
+            j = max(
+                j for j in range(i + 1, min(len(data), i + 12) + 1) if data[i:j] in self.by_bytes
+            )
+            out.append(self.by_bytes[data[i:j]])
+            i = j
+        return out
 
 
 @pytest.fixture(scope="module")
@@ -510,7 +514,9 @@ def _two_specials(vocab: Any) -> tuple[str, str]:
     return specials[0], specials[1]
 
 
-def test_token_triggered_tags_use_the_special_token_not_its_spelling(vocab: Any) -> None:
+def test_token_triggered_tags_use_the_special_token_not_its_spelling(
+    vocab: Any, tokens: _Tokens
+) -> None:
     a, b = _two_specials(vocab)
     ids = vocab.special_tokens()
     spec = st.TokenTriggeredTags([a], [st.Tag(st.Token(a), st.JSONSchema(SEARCH), st.Token(b))])
@@ -518,11 +524,11 @@ def test_token_triggered_tags_use_the_special_token_not_its_spelling(vocab: Any)
     ref = Reference(spec, ids)
     m = corral.Matcher(cg)
     seq = [
-        *_plain(vocab, "Let me search. "),
+        *tokens.longest("Let me search. "),
         ids[a],
-        *_plain(vocab, '{"query":"x","exact":true}'),
+        *tokens.longest('{"query":"x","exact":true}'),
         ids[b],
-        *_plain(vocab, " ok"),
+        *tokens.longest(" ok"),
     ]
     for t in seq:
         assert _allows(m, t)
@@ -534,21 +540,6 @@ def test_token_triggered_tags_use_the_special_token_not_its_spelling(vocab: Any)
     assert m.consume_bytes(a.encode()) and m.is_accepting()
     m = corral.Matcher(cg)
     assert not _allows(m, ids[b])
-
-
-def _plain(vocab: Any, text: str) -> list[int]:
-    tok = vocab.tokenizer if hasattr(vocab, "tokenizer") else None
-    if tok is not None:
-        return list(tok.encode(text, add_special_tokens=False))
-    out: list[int] = []
-    data = text.encode()
-    by = {vocab.token_bytes(i): i for i in range(len(vocab)) if vocab.kind(i) == "normal"}
-    i = 0
-    while i < len(data):
-        j = max(j for j in range(i + 1, len(data) + 1) if data[i:j] in by)
-        out.append(by[data[i:j]])
-        i = j
-    return out
 
 
 def test_a_token_may_cross_from_free_text_into_the_trigger() -> None:
