@@ -25,6 +25,7 @@ is expected is a :class:`Const`. Values are immutable and compare by content.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
@@ -66,11 +67,21 @@ TokenRef = Union[int, str]  # noqa: UP007 (a runtime alias)
 
 
 class Format:
-    """A node of a structural tag (see the module docs)."""
+    """A node of a structural tag (see the module docs). Each is a frozen dataclass whose
+    fields are named as in the JSON form, and ``TYPE`` is its JSON ``"type"``."""
+
+    TYPE: ClassVar[str] = ""
 
     def to_json(self) -> dict[str, Any]:
-        """The node as XGrammar's structural-tag JSON (a ``dict`` of JSON data)."""
-        raise NotImplementedError
+        """The node as XGrammar's structural-tag JSON (a ``dict`` of JSON data): its
+        ``type``, and each field that is required or differs from its default."""
+        out: dict[str, Any] = {"type": self.TYPE}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            required = f.default is dataclasses.MISSING
+            if required or value != f.default:
+                out[f.name] = _json(value)
+        return out
 
     def __add__(self, other: Format | str) -> Sequence:
         return Sequence([*_flat(self, Sequence), *_flat(as_format(other), Sequence)])
@@ -83,6 +94,15 @@ class Format:
 
     def __ror__(self, other: str) -> Or:
         return Or([as_format(other), *_flat(self, Or)])
+
+
+def _json(value: Any) -> Any:
+    """A field's value as JSON data: formats by their ``to_json``, tuples as lists."""
+    if isinstance(value, Format):
+        return value.to_json()
+    if isinstance(value, (tuple, list)):
+        return [_json(v) for v in value]
+    return value
 
 
 def _flat(f: Format, kind: type) -> tuple[Format, ...]:
@@ -146,14 +166,13 @@ def _check_bool(value: Any, what: str) -> None:
 class Const(Format):
     """Exactly the text ``value``."""
 
+    TYPE: ClassVar[str] = "const_string"
+
     value: str
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, str):
             raise ArgumentTypeError(f"Const value must be a str, not {self.value!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "const_string", "value": self.value}
 
 
 JSON_STYLES = ("json", "qwen_xml")
@@ -171,6 +190,8 @@ class JSONSchema(Format):
     (XGrammar's ``any_order`` is read and refused when true: corral enforces
     ``required`` and no repeated keys).
     """
+
+    TYPE: ClassVar[str] = "json_schema"
 
     schema: Any
     style: str = "json"
@@ -208,6 +229,8 @@ class JSONSchema(Format):
 class Lark(Format):
     """Text of a Lark grammar (``grammar`` in the JSON form; XGrammar reads EBNF there)."""
 
+    TYPE: ClassVar[str] = "grammar"
+
     grammar: str
     start: str = "start"
 
@@ -215,25 +238,18 @@ class Lark(Format):
         if not isinstance(self.grammar, str) or not isinstance(self.start, str):
             raise ArgumentTypeError("Lark grammar and start must be strings")
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "grammar", "grammar": self.grammar}
-        if self.start != "start":
-            out["start"] = self.start
-        return out
-
 
 @dataclass(frozen=True)
 class Regex(Format):
     """Text matching the Python-syntax regex ``pattern`` in full."""
+
+    TYPE: ClassVar[str] = "regex"
 
     pattern: str
 
     def __post_init__(self) -> None:
         if not isinstance(self.pattern, str):
             raise ArgumentTypeError(f"Regex pattern must be a str, not {self.pattern!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "regex", "pattern": self.pattern}
 
 
 @dataclass(frozen=True)
@@ -249,6 +265,8 @@ class AnyText(Format):
     them). ``max_chars``: at most that many characters (code points).
     """
 
+    TYPE: ClassVar[str] = "any_text"
+
     excludes: Seq[str] = ()
     max_tokens: int | None = None
     max_chars: int | None = None
@@ -258,16 +276,6 @@ class AnyText(Format):
         _check_count(self.max_tokens, "AnyText max_tokens")
         _check_count(self.max_chars, "AnyText max_chars")
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "any_text"}
-        if self.excludes:
-            out["excludes"] = list(self.excludes)
-        if self.max_tokens is not None:
-            out["max_tokens"] = self.max_tokens
-        if self.max_chars is not None:
-            out["max_chars"] = self.max_chars
-        return out
-
 
 # -- token-level formats ----------------------------------------------------------------
 @dataclass(frozen=True)
@@ -275,19 +283,20 @@ class Token(Format):
     """One special token, by text (``"<|python_tag|>"``) or id. It matches that token
     only, never its spelling in ordinary tokens."""
 
+    TYPE: ClassVar[str] = "token"
+
     token: TokenRef
 
     def __post_init__(self) -> None:
         _check_token_ref(self.token, "Token")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "token", "token": self.token}
 
 
 @dataclass(frozen=True)
 class ExcludeToken(Format):
     """One token other than ``exclude_tokens`` (read for compatibility; corral refuses it
     when compiling: it constrains text, not how many tokens spell it)."""
+
+    TYPE: ClassVar[str] = "exclude_token"
 
     exclude_tokens: Seq[TokenRef] = ()
 
@@ -296,14 +305,13 @@ class ExcludeToken(Format):
             self, "exclude_tokens", _token_refs(self.exclude_tokens, "exclude_tokens")
         )
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "exclude_token", "exclude_tokens": list(self.exclude_tokens)}
-
 
 @dataclass(frozen=True)
 class AnyTokens(Format):
     """Free text as :class:`AnyText`, read at the token level: special tokens never occur
     in it, and ``exclude_tokens`` given by text are excluded as text."""
+
+    TYPE: ClassVar[str] = "any_tokens"
 
     exclude_tokens: Seq[TokenRef] = ()
     max_tokens: int | None = None
@@ -313,14 +321,6 @@ class AnyTokens(Format):
             self, "exclude_tokens", _token_refs(self.exclude_tokens, "exclude_tokens")
         )
         _check_count(self.max_tokens, "AnyTokens max_tokens")
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "any_tokens"}
-        if self.exclude_tokens:
-            out["exclude_tokens"] = list(self.exclude_tokens)
-        if self.max_tokens is not None:
-            out["max_tokens"] = self.max_tokens
-        return out
 
 
 # -- composition ------------------------------------------------------------------------
@@ -334,18 +334,19 @@ def _formats(values: Iterable[Format | str], what: str) -> tuple[Format, ...]:
 class Sequence(Format):
     """Each element in turn."""
 
+    TYPE: ClassVar[str] = "sequence"
+
     elements: Seq[Format]
 
     def __init__(self, elements: Iterable[Format | str]) -> None:
         object.__setattr__(self, "elements", _formats(elements, "Sequence elements"))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "sequence", "elements": [e.to_json() for e in self.elements]}
-
 
 @dataclass(frozen=True)
 class Or(Format):
     """One of the elements."""
+
+    TYPE: ClassVar[str] = "or"
 
     elements: Seq[Format]
 
@@ -354,9 +355,6 @@ class Or(Format):
         if not els:
             raise InvalidArgumentError("Or needs at least one element")
         object.__setattr__(self, "elements", els)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "or", "elements": [e.to_json() for e in self.elements]}
 
 
 @dataclass(frozen=True)
@@ -368,9 +366,6 @@ class _Repetition(Format):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", as_format(self.content))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.TYPE, "content": self.content.to_json()}
 
 
 @dataclass(frozen=True)
@@ -398,6 +393,8 @@ class Plus(_Repetition):
 class Repeat(Format):
     """``content`` between ``min`` and ``max`` times (``max=-1``: no upper bound)."""
 
+    TYPE: ClassVar[str] = "repeat"
+
     content: Format
     min: int
     max: int
@@ -412,14 +409,6 @@ class Repeat(Format):
                 f"Repeat needs min <= max (or max = -1), got min={self.min}, max={self.max}"
             )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "repeat",
-            "min": self.min,
-            "max": self.max,
-            "content": self.content.to_json(),
-        }
-
 
 # -- tags and dispatch ------------------------------------------------------------------
 def _delimiter(value: Any, what: str) -> str | Token:
@@ -432,6 +421,8 @@ def _delimiter(value: Any, what: str) -> str | Token:
 class Tag(Format):
     """``begin content end``. ``end`` may be several strings (any one ends the tag); a
     :class:`Token` as ``begin`` or ``end`` is that special token."""
+
+    TYPE: ClassVar[str] = "tag"
 
     begin: str | Token
     content: Format
@@ -458,17 +449,6 @@ class Tag(Format):
             return (self.end,) if isinstance(self.end, str) else self.end
         return tuple(self.end)
 
-    def to_json(self) -> dict[str, Any]:
-        def delim(d: Any) -> Any:
-            return d.to_json() if isinstance(d, Token) else (list(d) if isinstance(d, tuple) else d)
-
-        return {
-            "type": "tag",
-            "begin": delim(self.begin),
-            "content": self.content.to_json(),
-            "end": delim(self.end),
-        }
-
 
 def _tags(values: Iterable[Tag], what: str) -> tuple[Tag, ...]:
     out = tuple(values)
@@ -488,6 +468,8 @@ class TriggeredTags(Format):
     strings the free text may not contain. The free text ends as :class:`AnyText` does.
     """
 
+    TYPE: ClassVar[str] = "triggered_tags"
+
     triggers: Seq[str]
     tags: Seq[Tag]
     at_least_one: bool = False
@@ -501,25 +483,13 @@ class TriggeredTags(Format):
         _check_bool(self.at_least_one, "at_least_one")
         _check_bool(self.stop_after_first, "stop_after_first")
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": "triggered_tags",
-            "triggers": list(self.triggers),
-            "tags": [t.to_json() for t in self.tags],
-        }
-        if self.at_least_one:
-            out["at_least_one"] = True
-        if self.stop_after_first:
-            out["stop_after_first"] = True
-        if self.excludes:
-            out["excludes"] = list(self.excludes)
-        return out
-
 
 @dataclass(frozen=True)
 class TokenTriggeredTags(Format):
     """:class:`TriggeredTags` whose triggers are special tokens: each tag's ``begin`` is a
     :class:`Token` of ``trigger_tokens``."""
+
+    TYPE: ClassVar[str] = "token_triggered_tags"
 
     trigger_tokens: Seq[TokenRef]
     tags: Seq[Tag]
@@ -538,25 +508,13 @@ class TokenTriggeredTags(Format):
         _check_bool(self.at_least_one, "at_least_one")
         _check_bool(self.stop_after_first, "stop_after_first")
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": "token_triggered_tags",
-            "trigger_tokens": list(self.trigger_tokens),
-            "tags": [t.to_json() for t in self.tags],
-        }
-        if self.exclude_tokens:
-            out["exclude_tokens"] = list(self.exclude_tokens)
-        if self.at_least_one:
-            out["at_least_one"] = True
-        if self.stop_after_first:
-            out["stop_after_first"] = True
-        return out
-
 
 @dataclass(frozen=True)
 class TagsWithSeparator(Format):
     """Tags separated by ``separator`` and nothing else (none, with ``at_least_one`` at
     least one, with ``stop_after_first`` at most one)."""
+
+    TYPE: ClassVar[str] = "tags_with_separator"
 
     tags: Seq[Tag]
     separator: str
@@ -570,23 +528,13 @@ class TagsWithSeparator(Format):
         _check_bool(self.at_least_one, "at_least_one")
         _check_bool(self.stop_after_first, "stop_after_first")
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": "tags_with_separator",
-            "tags": [t.to_json() for t in self.tags],
-            "separator": self.separator,
-        }
-        if self.at_least_one:
-            out["at_least_one"] = True
-        if self.stop_after_first:
-            out["stop_after_first"] = True
-        return out
-
 
 @dataclass(frozen=True)
 class Dispatch(Format):
     """Free text in which each pattern is followed by its format (``rules``); with
     ``loop`` free text resumes after it, else the format ends there."""
+
+    TYPE: ClassVar[str] = "dispatch"
 
     rules: Seq[tuple[str, Format]]
     loop: bool = True
@@ -602,21 +550,12 @@ class Dispatch(Format):
         _check_bool(self.loop, "Dispatch loop")
         object.__setattr__(self, "excludes", _strs(self.excludes, "Dispatch excludes"))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": "dispatch",
-            "rules": [[p, f.to_json()] for p, f in self.rules],
-        }
-        if not self.loop:
-            out["loop"] = False
-        if self.excludes:
-            out["excludes"] = list(self.excludes)
-        return out
-
 
 @dataclass(frozen=True)
 class TokenDispatch(Format):
     """:class:`Dispatch` whose patterns are special tokens."""
+
+    TYPE: ClassVar[str] = "token_dispatch"
 
     rules: Seq[tuple[TokenRef, Format]]
     loop: bool = True
@@ -635,17 +574,6 @@ class TokenDispatch(Format):
             self, "exclude_tokens", _token_refs(self.exclude_tokens, "exclude_tokens")
         )
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": "token_dispatch",
-            "rules": [[p, f.to_json()] for p, f in self.rules],
-        }
-        if not self.loop:
-            out["loop"] = False
-        if self.exclude_tokens:
-            out["exclude_tokens"] = list(self.exclude_tokens)
-        return out
-
 
 @dataclass(frozen=True)
 class StructuralTag:
@@ -656,6 +584,3 @@ class StructuralTag:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "format", as_format(self.format))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "structural_tag", "format": self.format.to_json()}
