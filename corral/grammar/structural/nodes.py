@@ -584,3 +584,6 @@ class StructuralTag:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "format", as_format(self.format))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "structural_tag", "format": self.format.to_json()}
