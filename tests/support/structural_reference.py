@@ -57,9 +57,7 @@ class Reference:
     def _new(self, alts: list[str]) -> str:
         self.count += 1
         name = f"r{self.count}"
-        self.rules.append(
-            f"{name}: " + " | ".join(a if a else "" for a in alts) if alts else f"{name}: "
-        )
+        self.rules.append(f"{name}: " + " | ".join(alts))  # an empty alternative: ""
         return name
 
     def _tok(self, ref: n.TokenRef) -> str:
