@@ -27,6 +27,7 @@ from ...errors import (
     Location,
     UnsupportedFeatureError,
 )
+from .meta_check import conforms
 
 DRAFTS = {
     "https://json-schema.org/draft/2020-12/schema": "2020-12",
@@ -297,7 +298,9 @@ def load_schema(spec: Any) -> LoadedSchema:
                 location=Location(pointer="/$schema"),
                 detail=f"unknown dialect {given!r}; supported: " + ", ".join(DRAFTS),
             )
-    errors = sorted(meta_validator(dialect).iter_errors(schema), key=lambda e: list(e.path))
+    errors = []
+    if not conforms(schema, DRAFTS[dialect]):  # not shown valid quickly: ask jsonschema
+        errors = sorted(meta_validator(dialect).iter_errors(schema), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         pointer = "".join(f"/{_escape(str(p))}" for p in e.path)

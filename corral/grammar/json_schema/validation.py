@@ -409,22 +409,45 @@ def _validator_class(
                 yield ValidationError(f"{instance!r} is not in the entity set {value!r}")
 
         keywords[ENTITY_KEYWORD] = entity
-    integral_decimals = loaded.draft != "4"  # draft 4: 1.0 is not an integer
+    draft = loaded.draft
 
     def is_number(_: Any, x: Any) -> bool:
-        return isinstance(x, (int, float, Decimal)) and not isinstance(x, bool)
+        return is_of_type(x, "number", draft)
 
     def is_integer(_: Any, x: Any) -> bool:
-        if isinstance(x, bool):
-            return False
-        if isinstance(x, int):
-            return True
-        if not integral_decimals or not isinstance(x, (float, Decimal)):
-            return False
-        return bool(x == int(x)) if isinstance(x, float) else x == x.to_integral_value()
+        return is_of_type(x, "integer", draft)
 
     checker = base.TYPE_CHECKER.redefine_many({"number": is_number, "integer": is_integer})
     return extend(base, validators=keywords, type_checker=checker)
+
+
+_TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda x: isinstance(x, str),
+    "boolean": lambda x: isinstance(x, bool),
+    "null": lambda x: x is None,
+    "object": lambda x: isinstance(x, dict),
+    "array": lambda x: isinstance(x, list),
+    "number": lambda x: isinstance(x, (int, float, Decimal)) and not isinstance(x, bool),
+}
+
+TYPE_NAMES = frozenset((*_TYPE_TESTS, "integer"))
+"""JSON Schema's simple type names."""
+
+
+def is_of_type(x: Any, name: str, draft: str) -> bool:
+    """Whether the JSON value ``x`` (parsed with exact numbers, or plain Python JSON) is
+    of the simple type ``name`` in ``draft`` (``load.DRAFTS``' short names): numbers
+    are ints, floats and Decimals (never booleans), and from draft 6 on a number with an
+    integral value (``1.0``) is an ``integer``, as the drafts say; in draft 4 it is not."""
+    if name != "integer":
+        return _TYPE_TESTS[name](x)
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int):
+        return True
+    if draft == "4" or not isinstance(x, (float, Decimal)):
+        return False
+    return bool(x == int(x)) if isinstance(x, float) else x == x.to_integral_value()
 
 
 def _extras(instance: dict[str, Any], schema: Any, search: Any) -> list[str]:

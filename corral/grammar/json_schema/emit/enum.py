@@ -13,7 +13,7 @@ from ..algebra import canonical, json_equal_in
 from ..keywords import ANNOTATIONS
 from ..load import pointer_join
 from ..refs import base_uri
-from ..validation import ExactValidation
+from ..validation import TYPE_NAMES, ExactValidation, is_of_type
 
 if TYPE_CHECKING:
     from ..translate import Translator
@@ -88,7 +88,20 @@ def sibling_filter(
     """Whether an enum/const value (at ``ptr``) is valid for its sibling keywords
     ``schema``, whose references resolve from ``base_uri``. Where validation cannot
     decide (a pattern beyond its backtracking budget, say), the value is kept and the
-    keyword is left to the final check."""
+    keyword is left to the final check.
+
+    Siblings that are only a ``type`` (the common ``{"type": "string", "enum": [...]}``)
+    are decided here, without building a validator (that imports ``jsonschema``, whose
+    format module takes seconds to load where ``rfc3987-syntax`` is installed)."""
+    types = schema.get("type")
+    names = [types] if isinstance(types, str) else types
+    if (
+        all(k == "type" or k in ANNOTATIONS for k in schema)
+        and isinstance(names, list)
+        and all(isinstance(t, str) and t in TYPE_NAMES for t in names)
+    ):
+        draft = b.loaded.draft
+        return lambda value: any(is_of_type(value, t, draft) for t in names)
     if b.validation is None:
         b.validation = ExactValidation(b.loaded)
     is_valid = b.validation.fragment_validator(schema, base_uri)
