@@ -25,6 +25,7 @@ from typing import Any
 
 from ..caching import BoundedCache
 from ..errors import ArgumentTypeError, CacheWarning
+from ..gc_pause import gc_paused
 from ..grammar import frontends
 from ..grammar.frontends import Source
 from ..grammar.ir import Grammar
@@ -274,14 +275,15 @@ class Compiler:
         Called straight from the public method the user called: warnings are attributed
         to the user's line (``stacklevel``).
         """
-        grammar = self.caches.grammar_of(source)
-        compiled = self.caches.get(grammar, self.vocab)
-        _prepare(
-            compiled,
-            self.precompute if precompute is None else precompute,
-            self.cache_dir if cache_dir is None else cache_dir,
-            stacklevel=4,  # _prepare, _compile, the public method, its caller
-        )
+        with gc_paused():
+            grammar = self.caches.grammar_of(source)
+            compiled = self.caches.get(grammar, self.vocab)
+            _prepare(
+                compiled,
+                self.precompute if precompute is None else precompute,
+                self.cache_dir if cache_dir is None else cache_dir,
+                stacklevel=4,  # _prepare, _compile, the public method, its caller
+            )
         return compiled
 
 
