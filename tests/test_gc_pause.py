@@ -9,7 +9,7 @@ import pytest
 from support.tokenizers import load_vocab
 
 import corral
-from corral.gc_pause import gc_paused
+from corral.automata.gc_pause import gc_paused
 
 
 def test_paused_inside_restored_after_even_on_error() -> None:

@@ -25,12 +25,12 @@ from typing import Any
 
 from ..caching import BoundedCache
 from ..errors import ArgumentTypeError, CacheWarning
-from ..gc_pause import gc_paused
 from ..grammar import frontends
 from ..grammar.frontends import Source
 from ..grammar.ir import Grammar
 from .bitmask import as_int
 from .compiled import CompiledGrammar
+from .gc_pause import gc_paused
 from .vocabulary import Vocabulary
 
 PRECOMPUTE_MAX_STATES = 256

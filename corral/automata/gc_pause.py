@@ -4,9 +4,10 @@ A compile allocates tens of thousands of container objects (rules, terminals, au
 pieces) that all stay alive, which triggers full collections; each traverses every
 object of the process (300,000 with torch and transformers imported: 150 ms on a 2-core
 machine, and more in a serving process), and finds nothing to free, since a compile
-leaves no cyclic garbage (reference counting frees what it drops). Pausing the collector
-for the compile takes that 20-50% of the compile time away without changing what is
-freed: collection resumes, as the process had it, when the outermost compile ends.
+leaves no cyclic garbage (reference counting frees what it drops). Pausing the
+collector for the compile takes those collections away (a third of a 128-tool compile
+when one fell inside it: 595 against 408 ms) without changing what is freed:
+collection resumes, as the process had it, when the outermost compile ends.
 """
 
 from __future__ import annotations
