@@ -233,6 +233,30 @@ def _tt(triggers: list[str], begins: list[str], **kw: Any) -> dict[str, Any]:
     }
 
 
+OPTIONS = [{}, {"at_least_one": True}, {"stop_after_first": True}]
+OPTIONS.append({"at_least_one": True, "stop_after_first": True})
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "default")
+@pytest.mark.parametrize(
+    ("triggers", "begins", "pointer", "words"),
+    [
+        (["<f"], ["<g>"], "/format/tags/0/begin", "starts with no trigger"),
+        (["<f", "<g"], ["<f>"], "/format/triggers/1", "begins no tag"),
+        (["<f", "<f="], ["<f=a>"], "/format/tags/0/begin", "ambiguous"),
+    ],
+)
+def test_triggers_and_tag_begins_are_checked_whatever_the_options(
+    options: dict[str, Any], triggers: list[str], begins: list[str], pointer: str, words: str
+) -> None:
+    """With ``at_least_one`` and ``stop_after_first`` the text holds one tag and no free
+    text, so no trigger is ever read; the spec is still malformed, and refused alike."""
+    with pytest.raises(st.StructuralTagError) as e:
+        from_structural_tag(_tt(triggers, begins, **options))
+    assert e.value.location is not None and e.value.location.pointer == pointer
+    assert words in str(e.value)
+
+
 def test_a_trigger_that_is_a_prefix_of_another_tags_begin_is_refused_naming_both() -> None:
     with pytest.raises(st.StructuralTagError) as e:
         from_structural_tag(_tt(["<tool", "<tool_call>"], ["<tool>", "<tool_call>"]))

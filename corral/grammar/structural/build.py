@@ -100,6 +100,56 @@ def _check_tags(node: n.TriggeredTags | n.TokenTriggeredTags, ptr: str) -> None:
         raise StructuralTagError("triggered tags need at least one tag", f"{ptr}/tags")
 
 
+def _tag_triggers(node: n.TriggeredTags | n.TokenTriggeredTags, ptr: str) -> list[Any]:
+    """The trigger (or trigger token) each of ``node``'s tags begins with, in tag order.
+
+    Refused, by pointer: a tag whose begin starts with no trigger or with two (ambiguous,
+    naming both), a string begin among token triggers or a token begin among string ones,
+    and a trigger that begins no tag."""
+    out: list[Any] = []
+    if isinstance(node, n.TokenTriggeredTags):
+        for i, tag in enumerate(node.tags):
+            if not isinstance(tag.begin, n.Token) or tag.begin.token not in node.trigger_tokens:
+                raise StructuralTagError(
+                    "a token-triggered tag begins with one of the trigger tokens "
+                    f"{list(node.trigger_tokens)}",
+                    f"{ptr}/tags/{i}/begin",
+                )
+            out.append(tag.begin.token)
+        for i, tt in enumerate(node.trigger_tokens):
+            if tt not in out:
+                raise StructuralTagError(
+                    f"the trigger token {tt!r} begins no tag", f"{ptr}/trigger_tokens/{i}"
+                )
+        return out
+    for i, tag in enumerate(node.tags):
+        tp = f"{ptr}/tags/{i}"
+        if not isinstance(tag.begin, str):
+            raise StructuralTagError(
+                "a triggered tag's begin is a string (use token_triggered_tags for tokens)",
+                f"{tp}/begin",
+            )
+        mine = [t for t in node.triggers if tag.begin.startswith(t)]
+        if not mine:
+            raise StructuralTagError(
+                f"the tag's begin {tag.begin!r} starts with no trigger of {list(node.triggers)}",
+                f"{tp}/begin",
+            )
+        if len(mine) > 1:
+            a, b = sorted(mine, key=len)[:2]
+            raise StructuralTagError(
+                f"ambiguous triggers: the tag's begin {tag.begin!r} starts with both "
+                f"{a!r} (/triggers/{node.triggers.index(a)}) and {b!r} "
+                f"(/triggers/{node.triggers.index(b)})",
+                f"{tp}/begin",
+            )
+        out.append(mine[0])
+    for i, t in enumerate(node.triggers):
+        if t not in out:
+            raise StructuralTagError(f"the trigger {t!r} begins no tag", f"{ptr}/triggers/{i}")
+    return out
+
+
 def _describe(item: Item) -> str:
     kind = item[0]
     if kind == "f":
@@ -278,6 +328,7 @@ class _Builder:
             return tagged if node.at_least_one else [rest, *tagged]
         if isinstance(node, (n.TriggeredTags, n.TokenTriggeredTags)) and node.at_least_one:
             _check_tags(node, ptr)  # no free text before the first tag
+            _tag_triggers(node, ptr)  # (checked here too: stop_after_first has no region)
             after_tag: Cont = () if node.stop_after_first else (("loop", ptr, node),)
             return [
                 (("f", f"{ptr}/tags/{i}", t), *after_tag, *rest) for i, t in enumerate(node.tags)
@@ -333,37 +384,10 @@ class _Builder:
         elif isinstance(node, n.TriggeredTags):
             excludes = [(x, f"{ptr}/excludes/{i}") for i, x in enumerate(node.excludes)]
             conts: dict[str, list[Cont]] = {t: [] for t in node.triggers}
-            for i, tag in enumerate(node.tags):
-                tp = f"{ptr}/tags/{i}"
-                if not isinstance(tag.begin, str):
-                    raise StructuralTagError(
-                        "a triggered tag's begin is a string (use token_triggered_tags for tokens)",
-                        f"{tp}/begin",
-                    )
-                mine = [t for t in node.triggers if tag.begin.startswith(t)]
-                if not mine:
-                    raise StructuralTagError(
-                        f"the tag's begin {tag.begin!r} starts with no trigger of "
-                        f"{list(node.triggers)}",
-                        f"{tp}/begin",
-                    )
-                if len(mine) > 1:
-                    a, b = sorted(mine, key=len)[:2]
-                    raise StructuralTagError(
-                        f"ambiguous triggers: the tag's begin {tag.begin!r} starts with both "
-                        f"{a!r} (/triggers/{node.triggers.index(a)}) and {b!r} "
-                        f"(/triggers/{node.triggers.index(b)})",
-                        f"{tp}/begin",
-                    )
-                t = mine[0]
-                items = _tag_items(tag, tp, skip=len(t))
+            for i, (tag, t) in enumerate(zip(node.tags, _tag_triggers(node, ptr), strict=True)):
+                items = _tag_items(tag, f"{ptr}/tags/{i}", skip=len(t))
                 conts[t].append((*items, *loop, *rest))
-            for i, t in enumerate(node.triggers):
-                if not conts[t]:
-                    raise StructuralTagError(
-                        f"the trigger {t!r} begins no tag", f"{ptr}/triggers/{i}"
-                    )
-                triggers.append((t, f"{ptr}/triggers/{i}", conts[t]))
+            triggers = [(t, f"{ptr}/triggers/{i}", conts[t]) for i, t in enumerate(node.triggers)]
         elif isinstance(node, n.Dispatch):
             excludes = [(x, f"{ptr}/excludes/{i}") for i, x in enumerate(node.excludes)]
             by_pattern: dict[str, tuple[str, list[Cont]]] = {}
@@ -378,20 +402,8 @@ class _Builder:
                 if isinstance(x, str)
             ]
             by_token: dict[n.TokenRef, list[Cont]] = {t: [] for t in node.trigger_tokens}
-            for i, tag in enumerate(node.tags):
-                tp = f"{ptr}/tags/{i}"
-                if not isinstance(tag.begin, n.Token) or tag.begin.token not in by_token:
-                    raise StructuralTagError(
-                        "a token-triggered tag begins with one of the trigger tokens "
-                        f"{list(node.trigger_tokens)}",
-                        f"{tp}/begin",
-                    )
-                by_token[tag.begin.token].append((*_tag_items(tag, tp), *loop, *rest))
-            for i, tt in enumerate(node.trigger_tokens):
-                if not by_token[tt]:
-                    raise StructuralTagError(
-                        f"the trigger token {tt!r} begins no tag", f"{ptr}/trigger_tokens/{i}"
-                    )
+            for i, (tag, tt) in enumerate(zip(node.tags, _tag_triggers(node, ptr), strict=True)):
+                by_token[tt].append((*_tag_items(tag, f"{ptr}/tags/{i}"), *loop, *rest))
             tok_triggers = [(t, [c[1:] for c in cs]) for t, cs in by_token.items()]
         elif isinstance(node, n.TokenDispatch):
             excludes = [
