@@ -26,11 +26,14 @@ How it runs inside the engine:
 * Before each sampling step, every constrained row's matcher catches up with the row's
   output tokens and its logits are masked (rows without a constraint are never touched).
 
-The processor implements vLLM's V1 logits-processor interface
-(``vllm.v1.sample.logits_processor.LogitsProcessor``). vLLM's Model Runner V2 has another
-interface; under it, the engine refuses to start with an error saying so (run the engine
-with ``VLLM_USE_V2_MODEL_RUNNER=0``). vLLM itself refuses custom logits processors with
-speculative decoding and for pooling models.
+The processor implements both of vLLM's logits-processor interfaces: V1's
+(``vllm.v1.sample.logits_processor.LogitsProcessor``: rows by batch index, told of
+additions, removals and moves) and Model Runner V2's (the GPU default; state per request
+slot, committed tokens on the device, one row per draft token under speculative
+decoding), whose bookkeeping is :mod:`.runner_v2`'s. vLLM builds it with the constructor
+of the runner it uses. Under V1, vLLM refuses custom logits processors with speculative
+decoding; under V2 they run, and draft rows are masked (see :mod:`.runner_v2`). vLLM
+refuses custom logits processors for pooling models.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from vllm.v1.worker.gpu.sample.logits_processor.interface import (
 
 from ...errors import CorralError
 from .rows import Row, RowTable
+from .runner_v2 import SlotConstraints
 from .spec import KEY, ConstraintSpec, SpecError, spec_of
 
 log = logging.getLogger("vllm.corral")  # under vLLM's logger: shown with the engine's logs
@@ -95,6 +99,8 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
     users never call it.
     """
 
+    _v2: SlotConstraints | None  # the Model Runner V2 state (None under V1)
+
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
         """Refuse a request whose constraint is malformed, unsupported or cannot be
@@ -106,24 +112,35 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
             raise VLLMValidationError(f"corral: {e}", parameter=f"extra_args.{KEY}") from None
 
     def __init__(self, vllm_config: Any, *args: Any) -> None:
-        if len(args) != 2:
-            raise RuntimeError(
-                "corral's vLLM logits processor implements vLLM's V1 logits-processor "
-                "interface, and this engine runs Model Runner V2, which corral does not "
-                "support yet: start the engine with VLLM_USE_V2_MODEL_RUNNER=0"
+        """V1 builds it with ``(vllm_config, device, is_pin_memory)``, Model Runner V2 with
+        ``(vllm_config, req_states)``; the V2 bookkeeping is :mod:`.runner_v2`'s."""
+        if len(args) not in (1, 2):
+            raise TypeError(
+                "CorralLogitsProcessor(vllm_config, device, is_pin_memory) (V1) or "
+                f"(vllm_config, req_states) (Model Runner V2), got {1 + len(args)} arguments"
             )
         model_config = vllm_config.model_config
         width = int(model_config.get_vocab_size())
         self._start(_pool().submit(engine_vocabulary, model_config, width), width)
+        if len(args) == 1:
+            spec = getattr(vllm_config, "speculative_config", None)
+            drafts = int(getattr(spec, "num_speculative_tokens", 0) or 0)
+            self._v2 = SlotConstraints(args[0], 1 + drafts, self._table, self._new_slot_row)
 
     @classmethod
-    def for_vocabulary(cls, vocab: Any, logits_width: int | None = None) -> CorralLogitsProcessor:
+    def for_vocabulary(
+        cls, vocab: Any, logits_width: int | None = None, *, req_states: Any = None, window: int = 1
+    ) -> CorralLogitsProcessor:
         """A processor for a given :class:`~corral.Vocabulary`, outside an engine (for
-        tests and for driving it by hand with vLLM's ``BatchUpdate``)."""
+        tests and for driving it by hand with vLLM's ``BatchUpdate``; with ``req_states``,
+        a V2 processor driven with ``add_request`` and ``LogitsContext``, ``window`` being
+        ``1 + num_speculative_tokens``)."""
         self = cls.__new__(cls)
         done: Future[Any] = Future()
         done.set_result(vocab)
         self._start(done, vocab.size if logits_width is None else int(logits_width))
+        if req_states is not None:
+            self._v2 = SlotConstraints(req_states, window, self._table, self._new_slot_row)
         return self
 
     def _start(self, vocab: Future[Any], width: int) -> None:
@@ -131,6 +148,23 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
         self._rows: RowTable | None = None
         self._specs: dict[ConstraintSpec, Future[Any]] = {}
         self._vocab = vocab
+        self._v2 = None
+
+    # -- vLLM Model Runner V2 interface (the work is runner_v2.py's) -----------------------
+    def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+        return self._v2_state().add_request(req_idx, sampling_params)
+
+    def apply_staged_writes(self) -> None:
+        if self._v2 is not None:
+            self._v2.apply_staged_writes()
+
+    def _v2_state(self) -> SlotConstraints:
+        if self._v2 is None:
+            raise RuntimeError("this processor was built for vLLM's V1 interface")
+        return self._v2
+
+    def _new_slot_row(self, slot: int, params: Any, output: list[int]) -> Row | None:
+        return self._new_row(slot, params, output, where="slot")
 
     # -- vLLM V1 interface ----------------------------------------------------------------
     def is_argmax_invariant(self) -> bool:
@@ -150,7 +184,9 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
         for a, b, direction in batch_update.moved:
             table.move(a, b, swap=direction == MoveDirectionality.SWAP)
 
-    def apply(self, logits: Any) -> Any:
+    def apply(self, logits: Any, ctx: Any = None) -> Any:
+        if ctx is not None:  # Model Runner V2
+            return self._v2_state().apply(logits, ctx)
         if self._rows is None or not self._rows.rows:
             return logits
         return self._rows.apply(logits)
@@ -167,7 +203,9 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
             self._rows = RowTable(size, eos_ids=eos, fallback_end_ids=eos, on_error=_log_failed_row)
         return self._rows
 
-    def _new_row(self, index: int, params: Any, output: list[int]) -> Row | None:
+    def _new_row(
+        self, index: int, params: Any, output: list[int], where: str = "batch row"
+    ) -> Row | None:
         """The row of a request entering the batch (``None``: it has no constraint).
 
         Never raises: admission checks the constraint, and a request that skipped it (or
@@ -181,16 +219,16 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
             if spec is None:
                 return None
             return Row(
-                label=f"constrained request ({spec.kind}) at batch row {index}",
+                label=f"constrained request ({spec.kind}) at {where} {index}",
                 grammar=self._compile(spec),
                 output=output,
                 end_ids=_end_ids(params),
             )
         except CorralError as e:  # SpecError and the like: the request's own fault
-            return _failed_row(index, params, output, e)
+            return _failed_row(f"{where} {index}", params, output, e)
         except Exception as e:  # a bug: this request fails, visibly; the engine step goes on
-            log.exception("corral: setting up the request at batch row %d failed", index)
-            return _failed_row(index, params, output, e)
+            log.exception("corral: setting up the request at %s %d failed", where, index)
+            return _failed_row(f"{where} {index}", params, output, e)
 
     def _compile(self, spec: ConstraintSpec) -> Future[Any]:
         """A future of ``spec``'s compiled grammar. Requests with the same spec share a
@@ -221,7 +259,7 @@ def _end_ids(params: Any) -> frozenset[int]:
     return frozenset(int(t) for t in ids)
 
 
-def _failed_row(index: int, params: Any, output: list[int], error: Exception) -> Row:
+def _failed_row(where: str, params: Any, output: list[int], error: Exception) -> Row:
     """A row that ends its request at its next step; the row's log line names ``error``
     by its type and text."""
     failed: Future[Any] = Future()
@@ -230,9 +268,7 @@ def _failed_row(index: int, params: Any, output: list[int], error: Exception) ->
         end_ids = _end_ids(params)
     except Exception:  # unreadable stop tokens: the vocabulary's EOS ids end it instead
         end_ids = frozenset()
-    return Row(
-        label=f"request at batch row {index}", grammar=failed, output=output, end_ids=end_ids
-    )
+    return Row(label=f"request at {where}", grammar=failed, output=output, end_ids=end_ids)
 
 
 def _log_failed_row(label: str, reason: str) -> None:

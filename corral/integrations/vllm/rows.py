@@ -149,9 +149,6 @@ class RowTable:
         vocab_size``) in place and return it; other rows are untouched."""
         if not self.rows:
             return logits
-        from ...automata import apply_token_bitmask_inplace, fill_next_token_bitmasks
-        from ...automata.bitmask import allocate_bitmask
-
         batch = int(logits.shape[0])
         indices = sorted(i for i in self.rows if i < batch)
         if not indices:
@@ -161,29 +158,47 @@ class RowTable:
             row.catch_up()
             if row.pending:
                 row.error = "its output tokens were not known when its next token was due"
-            if row.error is not None and not row._logged:
-                row._logged = True
-                if self._on_error is not None:
-                    self._on_error(row.label, row.error)
-        k = len(rows)
+            self.report(row)
+        targets = [(i, self.rows[i], self.rows[i].matcher) for i in indices]
+        self.mask(logits, [(i, m if r.error is None else None, r.end_ids) for i, r, m in targets])
+        return logits
+
+    def report(self, row: Row) -> None:
+        """Tell ``on_error`` that ``row`` failed, once (nothing while it is constrained)."""
+        if row.error is not None and not row._logged:
+            row._logged = True
+            if self._on_error is not None:
+                self._on_error(row.label, row.error)
+
+    def mask(self, logits: Any, targets: Sequence[tuple[int, Any, frozenset[int]]]) -> None:
+        """Mask logits rows in place: ``(logits row, matcher or None, end ids)`` each.
+
+        A matcher's row allows what its grammar allows next, the end ids exactly when it
+        accepts, and the vocabulary's other EOS ids never. ``None`` (a failed row, or a
+        draft position that can never be reached): only the end ids (the fallback end
+        ids where there are none), so the request ends there.
+        """
+        from ...automata import apply_token_bitmask_inplace, fill_next_token_bitmasks
+        from ...automata.bitmask import allocate_bitmask
+
+        k = len(targets)
+        if not k:
+            return
         if self._bitmask is None or self._bitmask.shape[0] < k:
             self._bitmask = allocate_bitmask(max(k, 8), self.vocab_size)
         bitmask = self._bitmask[:k]
-        fill_next_token_bitmasks(
-            [r.matcher if r.error is None else None for r in rows],
-            bitmask,
-            num_threads=self._threads,
-        )
+        fill_next_token_bitmasks([m for _, m, _ in targets], bitmask, num_threads=self._threads)
         words = bitmask.view(np.uint32)
-        for j, row in enumerate(rows):
-            if row.error is not None:
+        for j, (_, matcher, end_ids) in enumerate(targets):
+            if matcher is None:
                 words[j] = 0
-                self._set(words[j], row.end_ids or self._fallback, True)
+                self._set(words[j], end_ids or self._fallback, True)
             else:
                 self._set(words[j], self._eos, False)
-                self._set(words[j], row.end_ids, row.matcher.is_accepting())
-        apply_token_bitmask_inplace(logits, bitmask, self.vocab_size, rows=indices)
-        return logits
+                self._set(words[j], end_ids, matcher.is_accepting())
+        apply_token_bitmask_inplace(
+            logits, bitmask, self.vocab_size, rows=[i for i, _, _ in targets]
+        )
 
     def _set(self, words: np.ndarray, tokens: Iterable[int], on: bool) -> None:
         for t in tokens:
