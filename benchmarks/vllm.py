@@ -119,8 +119,16 @@ def workload(n_schemas: int = 16, per_schema: int = 4, seed: int = 0) -> list[di
     return out
 
 
-def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, Any]]) -> dict:
-    """One engine, one configuration: the measurements."""
+def run_config(
+    config: str,
+    model: str,
+    max_tokens: int,
+    items: list[dict[str, Any]],
+    engine_extra: dict[str, Any] | None = None,
+) -> dict:
+    """One engine, one configuration: the measurements. ``engine_extra``: more ``LLM``
+    arguments (e.g. ``speculative_config``). Items with ``"free": true`` are sent without
+    a constraint in every configuration (a mixed batch)."""
     import jsonschema
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
@@ -137,11 +145,14 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
         engine["logits_processors"] = [CorralLogitsProcessor]
     if config in ("xgrammar", "guidance"):
         engine["structured_outputs_config"] = {"backend": config}
+    engine.update(engine_extra or {})
     t0 = time.perf_counter()
     llm = LLM(model, **engine)
     start_s = time.perf_counter() - t0
 
-    def params(schema: dict[str, Any], length: int | None = None) -> Any:
+    def params(schema: dict[str, Any] | None, length: int | None = None) -> Any:
+        if schema is None:  # a request without a constraint in a mixed batch
+            return SamplingParams(max_tokens=max_tokens, temperature=0)
         if config == "corral":
             return sampling_params(schema=schema, max_tokens=max_tokens, temperature=0)
         if config == "unconstrained":
@@ -158,7 +169,9 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
     # warm-up: one short request per configuration (kernels, first compile of each backend)
     llm.generate([items[0]["prompt"]], params(items[0]["schema"]), use_tqdm=False)
     prompts = [it["prompt"] for it in items]
-    all_params = [params(it["schema"], it.get("corral_length")) for it in items]
+    all_params = [
+        params(None if it.get("free") else it["schema"], it.get("corral_length")) for it in items
+    ]
     t0 = time.perf_counter()
     outs = llm.generate(prompts, all_params, use_tqdm=False)
     wall = time.perf_counter() - t0
@@ -171,6 +184,8 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
     valid = cut = 0
     invalid: list[dict[str, Any]] = []
     for it, o in zip(items, outs, strict=True):
+        if it.get("free"):
+            continue
         if o.outputs[0].finish_reason != "stop":
             cut += 1
             continue
@@ -181,7 +196,10 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
             continue
         valid += 1
     first_use = _single_request_ttft(llm, params, items)
+    runner_v2 = getattr(getattr(llm.llm_engine, "vllm_config", None), "use_v2_model_runner", None)
     return {
+        "model_runner_v2": runner_v2,
+        "engine_extra": engine_extra or {},
         "lengths": [len(o.outputs[0].token_ids) for o in outs],
         "config": config,
         "single_request_ttft_s": first_use,
@@ -195,6 +213,7 @@ def run_config(config: str, model: str, max_tokens: int, items: list[dict[str, A
         "cut_by_max_tokens": cut,
         "ended_invalid": invalid,
         "requests": len(items),
+        "constrained_requests": sum(1 for it in items if not it.get("free")),
     }
 
 
@@ -225,12 +244,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--items", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--engine-json", default="{}", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     if args.child:
         items = json.loads(args.items.read_text())
-        result = run_config(args.child, args.model, args.max_tokens, items)
+        extra = json.loads(args.engine_json)
+        result = run_config(args.child, args.model, args.max_tokens, items, extra)
         print("RESULT " + json.dumps(result), flush=True)
         return
     if args.model is None:
