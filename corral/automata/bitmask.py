@@ -250,6 +250,17 @@ def bitmask_to_bool(bitmask: Any, vocab_size: int) -> np.ndarray:
     return _unpack(_host(bitmask), vocab_size)
 
 
+def to_device(t: Any, device: Any) -> Any:
+    """The torch tensor ``t`` on ``device``; from host memory to a CUDA device through
+    pinned memory without waiting for the device (the copy is queued on the current
+    stream, ahead of the kernels that read it)."""
+    if t.device == device:
+        return t
+    if getattr(device, "type", None) == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def bitmask_to_bool_torch(bitmask: Any, width: int) -> Any:
     """Unpack ``int32 [batch, W]`` (NumPy or torch) into a torch ``bool [batch, width]``
     on the bitmask's device; ids at or beyond ``32 * W`` come out ``False``."""
@@ -339,8 +350,11 @@ def apply_token_bitmask_inplace(
     if is_torch:
         import torch
 
-        sel = torch.tensor(index, dtype=torch.long, device=logits.device)
-        allowed = bitmask_to_bool_torch(bitmask, n).to(logits.device)[: len(index)]
+        bm = torch.from_numpy(_host(bitmask)) if isinstance(bitmask, np.ndarray) else bitmask
+        bm = bm if bm.dim() == 2 else bm.unsqueeze(0)
+        # the packed rows go to the logits' device (32x smaller than unpacked), then unpack
+        allowed = bitmask_to_bool_torch(to_device(bm[: len(index)], logits.device), n)
+        sel = to_device(torch.tensor(index, dtype=torch.long), logits.device)
         allowed[:, limit:] = False
         x = logits if logits.ndim == 2 else logits.unsqueeze(0)  # a view either way
         x[sel] = x[sel].masked_fill(~allowed, float("-inf"))
