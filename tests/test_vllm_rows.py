@@ -16,7 +16,8 @@ import random
 import numpy as np
 import pytest
 from support.tokenizers import load_vocab
-from support.words import mask_of
+from support.vllm_batches import PAD, reference_mask
+from support.vllm_batches import constraints as _constraints_of
 
 pytest.importorskip("vllm", reason="vLLM is not installed (the README's vLLM test step has it)")
 torch = pytest.importorskip("torch")
@@ -25,34 +26,11 @@ from vllm import SamplingParams  # noqa: E402
 from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality  # noqa: E402
 
 from corral.integrations.vllm import CorralLogitsProcessor, sampling_params  # noqa: E402
-from corral.integrations.vllm.spec import ConstraintSpec  # noqa: E402
-
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "integer"},
-        "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
-    },
-    "required": ["id"],
-}
-GRAMMAR = 'start: item ("," item)*\nitem: "x" | "yy" | NUMBER\n%import common.NUMBER'
-REGEX = r"(ab|cd)+!"
-PAD = 48  # logits wider than the vocabulary, as with a padded output layer
 
 
 @pytest.fixture(scope="module")
 def vocab():
     return load_vocab("gpt2")
-
-
-def _constraints(vocab):
-    eos = vocab.eos_token_ids[0]
-    out = []
-    for kw in ({"schema": SCHEMA}, {"grammar": GRAMMAR}, {"regex": REGEX}):
-        params = sampling_params(**kw, stop_token_ids=[eos], max_tokens=64)
-        spec = ConstraintSpec.parse(params.extra_args["corral"])
-        out.append((params, spec.compile(vocab)))
-    return out
 
 
 class Request:
@@ -68,15 +46,7 @@ class Request:
         if self.compiled is None:
             return None
         ends = set(self.params.stop_token_ids or ())
-        allowed = np.zeros(width, dtype=bool)
-        m = self.compiled.matcher()
-        if self.bad or not all(m.try_consume(t) for t in self.output):
-            allowed[sorted(ends)] = True
-            return allowed
-        allowed[: vocab.size] = mask_of(m)
-        allowed[list(vocab.eos_token_ids)] = False
-        allowed[sorted(ends)] = m.is_accepting()
-        return allowed
+        return reference_mask(self.compiled, self.output, ends, vocab, width, self.bad)
 
 
 class Batch:
@@ -139,7 +109,7 @@ class Batch:
 def test_batch_bookkeeping_matches_per_request_matchers(vocab, seed: int) -> None:
     rng = random.Random(seed)
     width = vocab.size + PAD
-    constraints = _constraints(vocab)
+    constraints = _constraints_of(vocab)
     proc = CorralLogitsProcessor.for_vocabulary(vocab, width)
     batch = Batch()
     plain = SamplingParams(max_tokens=64)

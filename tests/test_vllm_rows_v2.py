@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pytest
 from support.tokenizers import load_vocab
+from support.vllm_batches import PAD, reference_mask
+from support.vllm_batches import constraints as _constraints_of
 from support.words import mask_of
 
 pytest.importorskip("vllm", reason="vLLM is not installed (the README's vLLM test step has it)")
@@ -34,19 +36,7 @@ torch = pytest.importorskip("torch")
 from vllm import SamplingParams  # noqa: E402
 
 from corral.integrations.vllm import CorralLogitsProcessor, sampling_params  # noqa: E402
-from corral.integrations.vllm.spec import ConstraintSpec  # noqa: E402
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "integer"},
-        "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
-    },
-    "required": ["id"],
-}
-GRAMMAR = 'start: item ("," item)*\nitem: "x" | "yy" | NUMBER\n%import common.NUMBER'
-REGEX = r"(ab|cd)+!"
-PAD = 48  # logits wider than the vocabulary, as with a padded output layer
 MAX_REQS, MAX_LEN = 6, 256
 
 
@@ -57,13 +47,7 @@ def vocab():
 
 @pytest.fixture(scope="module")
 def constraints(vocab):
-    eos = vocab.eos_token_ids[0]
-    out = []
-    for kw in ({"schema": SCHEMA}, {"grammar": GRAMMAR}, {"regex": REGEX}):
-        params = sampling_params(**kw, stop_token_ids=[eos], max_tokens=64)
-        spec = ConstraintSpec.parse(params.extra_args["corral"])
-        out.append((params, spec.compile(vocab)))
-    return out
+    return _constraints_of(vocab)
 
 
 class ReqStates:
@@ -99,15 +83,8 @@ class Request:
         unconstrained)."""
         if self.compiled is None:
             return None
-        allowed = np.zeros(width, dtype=bool)
-        m = self.compiled.matcher()
-        if self.bad or not all(m.try_consume(t) for t in [*self.output, *drafts]):
-            allowed[sorted(self.ends)] = True
-            return allowed
-        allowed[: vocab.size] = mask_of(m)
-        allowed[list(vocab.eos_token_ids)] = False
-        allowed[sorted(self.ends)] = m.is_accepting()
-        return allowed
+        tokens = [*self.output, *drafts]
+        return reference_mask(self.compiled, tokens, self.ends, vocab, width, self.bad)
 
 
 class Runner:

@@ -261,9 +261,11 @@ def to_device(t: Any, device: Any) -> Any:
     return t.to(device)
 
 
-def bitmask_to_bool_torch(bitmask: Any, width: int) -> Any:
+def bitmask_to_bool_torch(bitmask: Any, width: int, device: Any = None) -> Any:
     """Unpack ``int32 [batch, W]`` (NumPy or torch) into a torch ``bool [batch, width]``
-    on the bitmask's device; ids at or beyond ``32 * W`` come out ``False``."""
+    on ``device`` (default: the bitmask's); ids at or beyond ``32 * W`` come out
+    ``False``. The packed rows are moved (:func:`to_device`, 32x smaller than unpacked),
+    then unpacked there."""
     import torch
 
     width = as_int(width, "width", minimum=0)
@@ -272,6 +274,8 @@ def bitmask_to_bool_torch(bitmask: Any, width: int) -> Any:
         t = torch.from_numpy(np.ascontiguousarray(t))
     if t.dim() == 1:
         t = t.unsqueeze(0)
+    if device is not None:
+        t = to_device(t, device)
     shifts = torch.arange(32, dtype=torch.int32, device=t.device)
     bits = ((t.to(torch.int32).unsqueeze(-1) >> shifts) & 1).bool().reshape(t.shape[0], -1)
     if bits.shape[1] >= width:
@@ -350,10 +354,8 @@ def apply_token_bitmask_inplace(
     if is_torch:
         import torch
 
-        bm = torch.from_numpy(_host(bitmask)) if isinstance(bitmask, np.ndarray) else bitmask
-        bm = bm if bm.dim() == 2 else bm.unsqueeze(0)
-        # the packed rows go to the logits' device (32x smaller than unpacked), then unpack
-        allowed = bitmask_to_bool_torch(to_device(bm[: len(index)], logits.device), n)
+        rows_used = bitmask[: len(index)] if bitmask.ndim == 2 else bitmask
+        allowed = bitmask_to_bool_torch(rows_used, n, logits.device)
         sel = to_device(torch.tensor(index, dtype=torch.long), logits.device)
         allowed[:, limit:] = False
         x = logits if logits.ndim == 2 else logits.unsqueeze(0)  # a view either way

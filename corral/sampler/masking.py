@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
-from ..automata.bitmask import bitmask_to_bool_torch, check_bitmask, to_device
+from ..automata.bitmask import bitmask_to_bool_torch, check_bitmask
 from ..errors import InvalidArgumentError, ShapeError, VocabularyMismatchError
 
 
@@ -54,10 +53,7 @@ def masked_logits(logits: torch.Tensor, bitmask: Any, vocab_size: int) -> torch.
         raise ShapeError(
             f"the bitmask must have one row per logits row ({x.shape[0]}), got {rows} rows"
         )
-    packed = bitmask
-    if isinstance(packed, np.ndarray):
-        packed = torch.from_numpy(np.ascontiguousarray(packed))
-    allowed = bitmask_to_bool_torch(to_device(packed, x.device), width)  # unpacked there
+    allowed = bitmask_to_bool_torch(bitmask, width, x.device)
     allowed[:, vocab_size:] = False  # whatever the last word's spare bits say
     out = x.masked_fill(~allowed, float("-inf"))
     return out[0] if squeeze else out

@@ -14,7 +14,7 @@ status means):
 
 from __future__ import annotations
 
-__all__ = ["ANNOTATIONS", "CHECKED", "DEFERRED", "HANDLED", "TYPES"]
+__all__ = ["ANNOTATIONS", "CHECKED", "DEFERRED", "HANDLED", "TYPES", "TYPE_NAMES"]
 
 ANNOTATIONS = frozenset(
     {
@@ -51,3 +51,6 @@ HANDLED = frozenset(
 )  # fmt: skip
 # The JSON types in the order the grammar offers them ("integer" replaces "number").
 TYPES = ("null", "boolean", "object", "array", "string", "number")
+TYPE_NAMES = frozenset((*TYPES, "integer"))
+"""JSON Schema's simple type names (the value families of :data:`TYPES`, and
+``integer``)."""

@@ -430,9 +430,6 @@ _TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
     "number": lambda x: isinstance(x, (int, float, Decimal)) and not isinstance(x, bool),
 }
 
-TYPE_NAMES = frozenset((*_TYPE_TESTS, "integer"))
-"""JSON Schema's simple type names."""
-
 
 def is_of_type(x: Any, name: str, draft: str) -> bool:
     """Whether the JSON value ``x`` (parsed with exact numbers, or plain Python JSON) is

@@ -159,8 +159,8 @@ class RowTable:
             if row.pending:
                 row.error = "its output tokens were not known when its next token was due"
             self.report(row)
-        targets = [(i, self.rows[i], self.rows[i].matcher) for i in indices]
-        self.mask(logits, [(i, m if r.error is None else None, r.end_ids) for i, r, m in targets])
+        live = [r.matcher if r.error is None else None for r in rows]
+        self.mask(logits, list(zip(indices, live, [r.end_ids for r in rows], strict=True)))
         return logits
 
     def report(self, row: Row) -> None:

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from ...automata.bitmask import to_device
 from .rows import Row, RowTable
 
 __all__ = ["SlotConstraints"]
@@ -83,8 +84,7 @@ class SlotConstraints:
         self.window = max(1, int(window))
         self.table = table
         self.new_row = new_row
-        self.rows: dict[int, Row] = {}
-        self._outputs: dict[int, list[int]] = {}  # each row's output list (committed tokens)
+        self.rows: dict[int, Row] = {}  # each row's output: the list given to new_row
         self._ended: set[int] = set()  # slots whose request has written an end token
         self._snapshot: _Snapshot | None = None
 
@@ -93,14 +93,11 @@ class SlotConstraints:
         """A request takes ``slot``; whether it is constrained (its row replaces any
         earlier occupant's)."""
         self.rows.pop(slot, None)
-        self._outputs.pop(slot, None)
         self._ended.discard(slot)
-        output: list[int] = []
-        row = self.new_row(slot, params, output)
+        row = self.new_row(slot, params, [])  # (a resumed request's output: read at apply)
         if row is None:
             return False
         self.rows[slot] = row
-        self._outputs[slot] = output  # (a resumed request's output so far: read at apply)
         return True
 
     # -- committed tokens -----------------------------------------------------------------
@@ -120,7 +117,7 @@ class SlotConstraints:
         start = [int(prompt[s]) + len(self.rows[s].output) for s in live]
         host = torch.tensor(np.stack([live, start], axis=1), dtype=torch.int64)
         cuda = device.type == "cuda"
-        on_device = host.pin_memory().to(device, non_blocking=True) if cuda else host
+        on_device = to_device(host, device)
         slots, first = on_device[:, 0], on_device[:, 1]
         offsets = torch.arange(self.window, device=device)
         cols = (first[:, None] + offsets).clamp_(max=max_len - 1)
@@ -160,15 +157,15 @@ class SlotConstraints:
 
     def _extend(self, slot: int, tokens: list[int]) -> None:
         """Append committed ``tokens`` to the slot's output, up to its first end token (a
-        request that wrote one is over: an asynchronous step may still come for it)."""
-        row, output = self.rows[slot], self._outputs[slot]
+        request that wrote one is over: an asynchronous step may still come for it); the
+        row's matcher reads them when the row is next masked."""
+        row = self.rows[slot]
+        output = cast(list[int], row.output)  # the list new_row was given
         for t in tokens:
             if t in row.end_ids:
                 self._ended.add(slot)
                 break
             output.append(int(t))
-        row.catch_up()
-        self.table().report(row)
 
     # -- masking --------------------------------------------------------------------------
     def apply(self, logits: Any, ctx: Any) -> Any:
@@ -200,7 +197,7 @@ class SlotConstraints:
             if row is None or slot not in sampled:
                 continue
             if local == 0:
-                row.catch_up()  # (a new row resolves its grammar here)
+                row.catch_up()  # feeds the new tokens (a new row resolves its grammar)
                 self.table().report(row)
                 live = row.error is None and slot not in self._ended
                 matcher = row.matcher if live else None

@@ -10,10 +10,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ..algebra import canonical, json_equal_in
-from ..keywords import ANNOTATIONS
+from ..keywords import ANNOTATIONS, TYPE_NAMES
 from ..load import pointer_join
 from ..refs import base_uri
-from ..validation import TYPE_NAMES, ExactValidation, is_of_type
+from ..validation import ExactValidation, is_of_type
 
 if TYPE_CHECKING:
     from ..translate import Translator
