@@ -8,6 +8,7 @@ import enum
 import importlib.util
 import json
 import logging
+import subprocess
 import sys
 import types
 from dataclasses import dataclass
@@ -338,3 +339,17 @@ def test_bad_constraint_in_the_worker_fails_its_own_row_only(processor, caplog) 
     assert "SchemaError" in log and "GrammarError" in log
     assert "KeyError: 'boom'" in log and "setting up the request at batch row 5 failed" in log
     assert "ValueError: invalid literal for int()" in log
+
+
+def test_the_plugin_imports_without_numba() -> None:
+    """vLLM imports the plugin in every worker before initialising it; on CPU that
+    initialisation scans every loaded module for Triton kernels, and llvmlite's function
+    wrappers (loaded with Numba) make the scan raise: the engine does not start."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (the README's vLLM test step has it)")
+    code = (
+        "import sys\n"
+        "import corral.integrations.vllm.processor, corral.integrations.vllm.runner_v2\n"
+        "loaded = [m for m in ('numba', 'llvmlite.binding') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

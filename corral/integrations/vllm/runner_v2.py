@@ -31,6 +31,10 @@ that ignored the mask) fails the request's row, which then allows only its end t
 
 Rows of a prefill chunk that is not the last (no token is sampled from them) are left
 alone. Requests without a constraint are never touched.
+
+Importing this module (vLLM does, in every worker, before it initialises the worker)
+must not import Numba: vLLM's CPU platform scans every loaded module's namespace for
+Triton kernels to override, and llvmlite's function wrappers break that scan.
 """
 
 from __future__ import annotations
@@ -41,7 +45,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from ...automata.bitmask import to_device
 from .rows import Row, RowTable
 
 __all__ = ["SlotConstraints"]
@@ -117,6 +120,8 @@ class SlotConstraints:
         start = [int(prompt[s]) + len(self.rows[s].output) for s in live]
         host = torch.tensor(np.stack([live, start], axis=1), dtype=torch.int64)
         cuda = device.type == "cuda"
+        from ...automata.bitmask import to_device  # no Numba at import
+
         on_device = to_device(host, device)
         slots, first = on_device[:, 0], on_device[:, 1]
         offsets = torch.arange(self.window, device=device)
