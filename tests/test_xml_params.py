@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 from typing import Any
 
 import numpy as np
@@ -108,7 +109,6 @@ AGREED: list[tuple[str, str, bool]] = [
     ("weather", "\n" + _p("city", "\nSan Francisco, CA\n") + "\n" + _p("days", "\n3\n"), True),
     ("weather", _p("city", "") + _p("unit", " celsius\n"), True),
     ("weather", _p("city", "a<b></param></parameter") + ">", False),
-    ("weather", _p("city", "<parameter=days>1") + _p("days", "2"), True),
     ("weather", _p("city", "x\x00\r\t é 😀 </parameter"), True),
     ("weather", _p("city", "x") + _p("unit", "kelvin"), False),
     ("weather", _p("city", "x") + _p("unit", "Celsius"), False),
@@ -177,7 +177,6 @@ AGREED: list[tuple[str, str, bool]] = [
     ("tool_call", CALL.format(_p("city", "\nParis\n") + "\n" + _p("days", "\n2\n")), True),
     ("tool_call", CALL.format("\n" + _p("city", "x")), True),
     ("tool_call", CALL.format(_p("days", "2")), False),
-    ("tool_call", CALL.format(_p("city", "x</function>")), True),
     ("tool_call", CALL.format(_p("city", "x")).replace("\n</f", "</f"), False),
 ]
 # XGrammar accepts these, corral does not (see the module docs of xml_params)
@@ -187,6 +186,10 @@ DIFFERENT: list[tuple[str, str]] = [
     ("additional", _p("a", "x") + _p("b", "1") + _p("a", "2")),  # a declared name again
     ("any", " \n"),
     ("tool_call", CALL.format(_p("city", "x") + "\n")),  # whitespace before the tag's end
+    # a raw value holding where vLLM's qwen3_coder parser ends a value
+    ("weather", _p("city", "<parameter=days>1") + _p("days", "2")),
+    ("weather", _p("city", "a </function> b")),
+    ("tool_call", CALL.format(_p("city", "x</function>"))),
 ]
 
 
@@ -269,7 +272,7 @@ def test_the_documented_differences_only_narrow_the_language(name: str, text: st
 # -- generated texts ---------------------------------------------------------------------
 WS = st.sampled_from(["", "", "\n", " ", "\n\n", "\t \r\n"])
 RAW = st.text(st.sampled_from(list("ab <>/=\né😀\x00")), max_size=8) | st.sampled_from(
-    ["</parameter", "</parameter>", "<parameter=days>", "celsius", "1", "true"]
+    ["</parameter", "</parameter>", "<parameter=days>", "</function>", "celsius", "1", "true"]
 )
 JSON_VALUES = st.sampled_from(
     ["1", "-2", "0.5", "1e3", "true", "null", "[]", '["a", "b"]', '{"x": 1}', '{"x": 1, "y": -3}']
@@ -320,7 +323,14 @@ def test_generated_mixed_texts_agree_with_xgrammar(text: str) -> None:
 
 
 def _agree(name: str, text: str) -> None:
-    assert _accepts(name, text) == _reference(name).accepts(text), text
+    """The two agree, but where corral refuses a raw value holding ``<parameter=`` or
+    ``</function>`` (a documented difference)."""
+    ours, theirs = _accepts(name, text), _reference(name).accepts(text)
+    if theirs and not ours:
+        values = re.findall(r"<parameter=[^>]*>(.*?)</parameter>", text, re.DOTALL)
+        assert any("<parameter=" in v or "</function>" in v for v in values), text
+        return
+    assert ours == theirs, text
 
 
 # -- random walks ------------------------------------------------------------------------
@@ -428,6 +438,8 @@ def _obj(prop: Any, **extra: Any) -> dict[str, Any]:
         (_obj({"minimum": 1}), "/properties/x/minimum"),
         (_obj({"enum": ["a", 1.5]}), "/properties/x/enum/1"),
         (_obj({"enum": ["a", "b</parameter>"]}), "/properties/x/enum/1"),
+        (_obj({"enum": ["<parameter=y>", "b"]}), "/properties/x/enum/0"),
+        (_obj({"const": "a</function>"}), "/properties/x/const"),
         (
             _obj({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}),
             "/properties/x/uniqueItems",

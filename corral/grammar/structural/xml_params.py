@@ -10,7 +10,9 @@ with any run of whitespace (space, tab, newline, carriage return) before each
 ``<parameter=``. ``VALUE`` is
 
 * a string, raw: any UTF-8 text (whitespace and newlines included, nothing escaped) up to
-  the first ``</parameter>``, which it never contains (``{"type": "string"}``);
+  the first ``</parameter>``; it never contains ``</parameter>``, ``<parameter=`` or
+  ``</function>`` (``{"type": "string"}``), since the readers of this format (vLLM's
+  ``qwen3_coder`` tool parser, Qwen's own) end a value at any of the three;
 * one of an ``enum``'s (or a ``const``'s) values of the schema's ``type``, with any
   whitespace around it: a string value raw, ``true``, ``false``, ``null`` or an integer as
   JSON;
@@ -31,14 +33,17 @@ What cannot be held exactly is refused by its JSON pointer
 ``format``, ``minLength`` or ``maxLength`` (XGrammar matches them together with the
 whitespace around the value, and its length counts may run over ``</parameter>``), an
 ``enum`` value that is a non-integer number, an array, an object or contains
-``</parameter>``, ``oneOf`` (of types that overlap), ``allOf``, ``not`` or ``if`` over
-a value that may be a raw string, keywords beside such a ``$ref``, a non-local ``$ref``
-there, object keywords at the root other than those above (``patternProperties``,
-``minProperties``...), a ``required`` name not in ``properties`` (XGrammar ignores it),
-and a root that is not an object. A required property no value satisfies is an
-:class:`~corral.errors.EmptyLanguageError`; an optional one is left out.
+``</parameter>``, ``<parameter=`` or ``</function>``, ``oneOf`` (of types that
+overlap), ``allOf``, ``not`` or ``if`` over a value that may be a raw string, keywords
+beside such a ``$ref``, a non-local ``$ref`` there, object keywords at the root other
+than those above (``patternProperties``, ``minProperties``...), a ``required`` name not
+in ``properties`` (XGrammar ignores it), and a root that is not an object. A required
+property no value satisfies is an :class:`~corral.errors.EmptyLanguageError`; an
+optional one is left out.
 
-Differences from XGrammar (corral's language is a subset of its): no whitespace after
+Differences from XGrammar (corral's language is a subset of its): a raw value never holds
+``<parameter=`` or ``</function>`` (XGrammar's may, and vLLM's parser then reads a
+parameter or a call end there); no whitespace after
 the last parameter (nor an object of whitespace alone); JSON values written as corral's
 JSON options say (``whitespace``, and ``additionalProperties`` inside them follows the
 schema, not XGrammar's strict mode); an additional parameter never repeats a declared
@@ -77,6 +82,8 @@ __all__ = ["qwen_xml_grammar"]
 
 OPEN = "<parameter="
 CLOSE = "</parameter>"
+RAW_STOPS = (CLOSE, OPEN, "</function>")
+"""What a raw value never contains: where the format's readers end a value."""
 _WS = r"[ \t\n\r]"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -131,7 +138,8 @@ def qwen_xml_grammar(schema: Any, json_options: Mapping[str, Any]) -> Grammar:
 # -- values -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Raw:
-    """Raw text up to and including the first ``</parameter>``."""
+    """Raw text up to and including the first ``</parameter>``, holding none of
+    :data:`RAW_STOPS` before it."""
 
 
 @dataclass(frozen=True)
@@ -379,8 +387,11 @@ def _written(value: Any, ptr: str) -> str:
     """How an enum/const value is written: a string raw, ``true``/``false``/``null`` and
     integers as JSON."""
     if isinstance(value, str):
-        if CLOSE in value:
-            raise _refuse("a value containing '</parameter>'", ptr, "it would end the parameter")
+        held = [stop for stop in RAW_STOPS if stop in value]
+        if held:
+            raise _refuse(
+                f"a value containing {held[0]!r}", ptr, "readers of the format end a value there"
+            )
         return value
     if value is None or isinstance(value, (bool, int)):
         return json.dumps(value)
@@ -558,8 +569,8 @@ class _XMLBuilder:
             "raw",
             lambda: self._terminal(
                 "RAW",
-                free_text_dfa((CLOSE.encode(),), 0),
-                f"raw text up to {CLOSE!r}",
+                free_text_dfa(tuple(stop.encode() for stop in RAW_STOPS), 0),
+                f"raw text up to {CLOSE!r} (without {OPEN!r} or '</function>')",
             ),
         )
 
