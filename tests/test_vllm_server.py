@@ -29,6 +29,30 @@ SCHEMA = {
     "additionalProperties": False,
 }
 START_TIMEOUT_S = 600
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "maxLength": 16},
+                "unit": {"enum": ["c", "f"]},
+            },
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+# Gemma-3-270M (a base model) ships no chat template: a plain one that shows the tools
+CHAT_TEMPLATE = """{%- for m in messages -%}
+<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}
+{% if loop.first and tools %}Tools: {{ tools | tojson }}
+{% endif %}{{ m.content }}<end_of_turn>
+{% endfor -%}
+{%- if add_generation_prompt %}<start_of_turn>model
+{% endif -%}"""
 
 
 def _free_port() -> int:
@@ -43,7 +67,9 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
     model = str(gemma3_270m_path())
     port = _free_port()
-    log = Path(tmp_path_factory.mktemp("vllm")) / "server.log"
+    tmp = Path(tmp_path_factory.mktemp("vllm"))
+    log = tmp / "server.log"
+    (tmp / "chat.jinja").write_text(CHAT_TEMPLATE)
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
     # `vllm serve` itself; with the CPU build its `vllm` command cannot start (it asks for
     # the version of a distribution named vllm, and this one is vllm-cpu)
@@ -52,6 +78,9 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         "--host", "127.0.0.1", "--port", str(port),
         "--logits-processors", "corral.integrations.vllm:CorralLogitsProcessor",
         "--max-model-len", "1024", "--gpu-memory-utilization", "0.3", "--dtype", "float32",
+        # chat requests with tools: vLLM's own parser of the Hermes / Qwen format
+        "--chat-template", str(tmp / "chat.jinja"),
+        "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
     ]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -121,3 +150,61 @@ def test_other_requests_are_unaffected(server) -> None:
         extra_body=_xargs(regex="[0-9]{3}"),
     )
     assert len(r.choices[0].text) == 3 and r.choices[0].text.isdigit()
+
+
+def test_tool_call_with_reasoning_is_read_by_vllms_tool_parser(server) -> None:
+    """A chat request with ``tools``: corral's constraint (built in the engine for Gemma's
+    vocabulary, where Qwen's markers are text) makes the model think within its budget,
+    then call the tool in Qwen's format; vLLM's Hermes parser returns the call as
+    ``tool_calls``, with arguments valid for the tool."""
+    from corral.integrations.vllm import extra_body
+
+    client, model = server
+    request = {
+        "tools": [WEATHER],
+        "model": "qwen",
+        "tool_choice": "required",
+        "reasoning": "enabled",
+        "reasoning_budget": 12,
+    }
+    r = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER],
+        tool_choice="auto",  # the server adds no constraint of its own; corral's decides
+        max_tokens=160,
+        temperature=0,
+        extra_body=extra_body(tool_calls=request),
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    calls = choice.message.tool_calls
+    assert calls and all(c.function.name == "get_weather" for c in calls), calls
+    for c in calls:
+        jsonschema.validate(json.loads(c.function.arguments), WEATHER["function"]["parameters"])
+    # the reasoning block, free text within its budget, is what precedes the call
+    content = choice.message.content or ""
+    assert content.startswith("<think>") and "</think>" in content, content
+    thought = content[len("<think>") : content.index("</think>")]
+    from transformers import AutoTokenizer
+
+    tokens = AutoTokenizer.from_pretrained(model)(thought, add_special_tokens=False)
+    assert len(tokens["input_ids"]) <= 12, thought  # its budget (greedy: one outcome)
+
+
+def test_tool_choice_the_server_enforces_itself_is_refused_with_the_remedy(server) -> None:
+    """``tool_choice="required"`` makes vLLM add structured outputs of its own; two
+    constraints on one request are refused (HTTP 400) with what to send instead."""
+    from corral.integrations.vllm import extra_body
+
+    client, model = server
+    with pytest.raises(openai.BadRequestError, match="tool_choice='auto'") as err:
+        client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": "Weather in Oslo?"}],
+            tools=[WEATHER],
+            tool_choice="required",
+            max_tokens=64,
+            extra_body=extra_body(tool_calls={"tools": [WEATHER], "model": "qwen"}),
+        )
+    assert err.value.status_code == 400

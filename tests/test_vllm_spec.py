@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+import corral
 from corral import CompileBudgetError, GrammarError, SchemaError, Vocabulary
 from corral.grammar.json_schema.load import MAX_SCHEMA_DEPTH
 from corral.integrations.vllm import spec as spec_module
@@ -89,6 +90,80 @@ def test_pydantic_models_become_schemas() -> None:
     assert spec.kind == "schema" and json.loads(spec.source)["required"] == ["name", "age"]
 
 
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 12}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+REQUEST = {"tools": [WEATHER_TOOL], "model": "qwen", "tool_choice": "required"}
+
+
+def test_tool_call_requests_travel_as_json_and_are_checked_without_a_vocabulary() -> None:
+    from corral.integrations.vllm import extra_body
+
+    spec = ConstraintSpec.of(tool_calls=REQUEST, whitespace="compact")
+    assert spec.kind == "tool_calls" and ConstraintSpec.parse(spec.to_json()) == spec
+    body = extra_body(tool_calls=REQUEST, schema_options={"whitespace": "compact"})
+    assert body == {"vllm_xargs": {"corral": spec.to_json()}}
+    assert spec_of(body["vllm_xargs"]) == spec
+    assert spec.grammar().description == "structural tag"
+    bad = {**REQUEST, "tools": [{"type": "function", "function": {"name": "a b"}}]}
+    with pytest.raises(corral.InvalidArgumentError, match=r"tools\[0\]"):
+        ConstraintSpec.of(tool_calls=bad).grammar()
+    with pytest.raises(SchemaError, match="/properties/city/maxLength"):
+        tool = json.loads(json.dumps(WEATHER_TOOL))
+        tool["function"]["parameters"]["properties"]["city"]["maxLength"] = "x"
+        ConstraintSpec.of(tool_calls={**REQUEST, "tools": [tool]}).grammar()
+    with pytest.raises(SpecError, match="tool_calls= must be a mapping"):
+        ConstraintSpec.of(tool_calls=[WEATHER_TOOL])  # type: ignore[arg-type]
+
+
+def test_tool_call_markers_follow_the_engines_vocabulary() -> None:
+    """Built in the engine: Qwen's ``<tool_call>`` is one token in a vocabulary that has it
+    (added to GPT-2's here, as Qwen's tokenizer adds it) and plain text in one that does
+    not (GPT-2's own), and each compiled grammar takes the call as that tokenizer writes
+    it."""
+    from support.tokenizers import tokenizer_path
+    from transformers import AutoTokenizer
+
+    path = tokenizer_path("gpt2")
+    if path is None:
+        pytest.skip("the gpt2 tokenizer is unavailable")
+    spec = ConstraintSpec.of(tool_calls=REQUEST)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    for added in ([], ["<tool_call>", "</tool_call>"]):
+        tok = AutoTokenizer.from_pretrained(str(path))
+        tok.add_tokens(added)
+        vocab = corral.Vocabulary.from_hf(tok)
+        ids = tok.encode(call, add_special_tokens=False)
+        marker = vocab.special_tokens().get("<tool_call>")
+        assert (marker is not None) == bool(added)
+        assert ids[0] == marker if added else len(ids) > 20
+        m = spec.compile(vocab).matcher()
+        assert all(m.try_consume(t) for t in ids) and m.is_accepting(), added
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"tool_calls": [1]}, "'tool_calls' must be a JSON object"),
+        ({"tool_calls": {"tools": []}}, "'tool_calls' needs 'model'"),
+        ({"tool_calls": {**REQUEST, "vocab": 1}}, r"unknown field\(s\) \['vocab'\]"),
+        ({"tool_calls": REQUEST, "start": "s"}, "'start' applies to a grammar"),
+    ],
+)
+def test_malformed_tool_call_specs_are_refused(value, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        ConstraintSpec.parse(value)
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -118,7 +193,7 @@ def test_bad_constraints_fail_with_corrals_errors() -> None:
         ConstraintSpec.of(grammar='start: "a" (').grammar()
     with pytest.raises(SpecError, match="exactly one"):
         ConstraintSpec.of(schema=SCHEMA, regex="a")
-    with pytest.raises(SpecError, match="apply to schema= and structural_tag= only"):
+    with pytest.raises(SpecError, match="apply to schema=, structural_tag= and tool_calls= only"):
         ConstraintSpec.of(regex="a", whitespace="compact")
 
 

@@ -9,8 +9,10 @@
     outputs = llm.generate(prompts, sampling_params(schema=Person, max_tokens=256))
 
 Served: ``vllm serve MODEL --logits-processors corral.integrations.vllm:CorralLogitsProcessor``
-and a request with ``extra_body={"vllm_xargs": {"corral": json.dumps({"schema": ...})}}``
-(see ``docs/vllm.md``).
+and a request with ``extra_body=extra_body(schema=...)`` (which is
+``{"vllm_xargs": {"corral": json.dumps({"schema": ...})}}``; see ``docs/vllm.md``). Tool
+calls through the chat API: ``extra_body=extra_body(tool_calls={"tools": tools, "model":
+"qwen"})``, served with vLLM's tool parser for that format.
 
 Modules: :mod:`.spec` (the constraint a request carries; no vLLM import), :mod:`.rows`
 (the batch's constrained rows and their masks; no vLLM import), :mod:`.processor` (the
@@ -28,7 +30,14 @@ from .spec import KEY, ConstraintSpec, SpecError
 if TYPE_CHECKING:  # pragma: no cover
     from .processor import CorralLogitsProcessor
 
-__all__ = ["KEY", "ConstraintSpec", "CorralLogitsProcessor", "SpecError", "sampling_params"]
+__all__ = [
+    "KEY",
+    "ConstraintSpec",
+    "CorralLogitsProcessor",
+    "SpecError",
+    "extra_body",
+    "sampling_params",
+]
 
 
 def sampling_params(
@@ -37,6 +46,7 @@ def sampling_params(
     grammar: str | None = None,
     regex: str | None = None,
     structural_tag: Any = None,
+    tool_calls: dict[str, Any] | None = None,
     start: str = "start",
     schema_options: dict[str, Any] | None = None,
     **sampling_kwargs: Any,
@@ -50,6 +60,9 @@ def sampling_params(
         structural_tag: a structural tag (tool calls, reasoning, free text): a
             :mod:`corral.grammar.structural` format, e.g. from ``corral.tool_calls``, or
             XGrammar's JSON form.
+        tool_calls: :func:`corral.tool_calls`'s arguments but ``vocab`` (``{"tools":
+            [...], "model": "qwen", "tool_choice": "auto", ...}``): the format is built in
+            the engine, for the engine's vocabulary.
         schema_options: JSON Schema compile options
             (:class:`corral.grammar.json_schema.Options`: ``whitespace``, ...).
         sampling_kwargs: any other ``SamplingParams`` argument (``max_tokens``,
@@ -67,12 +80,44 @@ def sampling_params(
         grammar=grammar,
         regex=regex,
         structural_tag=structural_tag,
+        tool_calls=tool_calls,
         start=start,
         **(schema_options or {}),
     )
     extra = dict(sampling_kwargs.pop("extra_args", None) or {})
     extra[KEY] = spec.to_json()
     return SamplingParams(extra_args=extra, **sampling_kwargs)
+
+
+def extra_body(
+    *,
+    schema: Any = None,
+    grammar: str | None = None,
+    regex: str | None = None,
+    structural_tag: Any = None,
+    tool_calls: dict[str, Any] | None = None,
+    start: str = "start",
+    schema_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``extra_body`` of an OpenAI-client request to ``vllm serve`` that carries one
+    constraint: ``{"vllm_xargs": {"corral": "<the spec as JSON>"}}``.
+
+    Takes the constraint arguments of :func:`sampling_params`; merge the result into any
+    other ``extra_body`` fields. Needs no vLLM on the client.
+
+    Raises:
+        SpecError: not exactly one constraint, or unknown options.
+    """
+    spec = ConstraintSpec.of(
+        schema=schema,
+        grammar=grammar,
+        regex=regex,
+        structural_tag=structural_tag,
+        tool_calls=tool_calls,
+        start=start,
+        **(schema_options or {}),
+    )
+    return {"vllm_xargs": {KEY: spec.to_json()}}
 
 
 def __getattr__(name: str) -> Any:

@@ -84,7 +84,10 @@ def request_spec(params: Any) -> ConstraintSpec | None:
         )
     if getattr(params, "structured_outputs", None) is not None:
         raise SpecError(
-            "a request cannot have both vLLM's structured_outputs and a corral constraint"
+            "a request cannot have both vLLM's structured_outputs and a corral constraint "
+            "(the server adds structured outputs itself to a chat request with tools whose "
+            "tool_choice is 'required' or names a function, or whose tools are strict: send "
+            "tool_choice='auto' and give the choice to corral's tool_calls constraint)"
         )
     spec.grammar()
     return spec

@@ -8,11 +8,16 @@ so the constraint travels as JSON text; offline, a dict is accepted too)::
     extra_args = {"corral": '{"regex": "[0-9]{3}"}'}
     extra_args = {"corral": '{"schema": {...}, "options": {"whitespace": "flexible"}}'}
     extra_args = {"corral": '{"structural_tag": {"type": "structural_tag", "format": ...}}'}
+    extra_args = {"corral": '{"tool_calls": {"tools": [...], "model": "qwen", ...}}'}
 
 Exactly one of ``schema`` (a JSON object or boolean, or JSON text of one), ``grammar``
 (Lark text), ``regex`` (a Python ``re`` pattern, matched in full) and ``structural_tag``
 (XGrammar's structural-tag JSON, an object or JSON text of one: tool calls, reasoning and
-free text, see ``docs/structural_tags.md``); ``options`` holds the JSON Schema compile
+free text, see ``docs/structural_tags.md``) and ``tool_calls`` (the arguments of
+:func:`corral.tool_calls`: ``tools`` and ``model``, optionally ``tool_choice``,
+``parallel``, ``reasoning`` and ``reasoning_budget``; the format is built in the engine,
+for the engine's vocabulary, so that each marker is the special token where the served
+tokenizer has one and text where it does not); ``options`` holds the JSON Schema compile
 options of :class:`corral.grammar.json_schema.Options` (for a structural tag, those of its
 ``json_schema`` formats); ``start``
 names a Lark grammar's start rule. Anything else is refused with a :class:`SpecError`
@@ -37,7 +42,12 @@ from ...errors import CorralError
 KEY = "corral"
 """The key of ``SamplingParams.extra_args`` (and of ``vllm_xargs``) that holds a constraint."""
 
-_KINDS = ("schema", "grammar", "regex", "structural_tag")
+_KINDS = ("schema", "grammar", "regex", "structural_tag", "tool_calls")
+_READ = ("schema", "structural_tag", "tool_calls")  # kinds whose source is JSON text
+
+TOOL_CALL_FIELDS = ("tools", "model", "tool_choice", "parallel", "reasoning", "reasoning_budget")
+"""The fields of a ``tool_calls`` constraint: :func:`corral.tool_calls`'s arguments
+(``tools`` and ``model`` required)."""
 
 MAX_DEPTH = 129
 """Deepest nesting of objects and arrays in a constraint object: the object itself and a
@@ -62,9 +72,11 @@ class ConstraintSpec:
     """One request's constraint, in a canonical, hashable form.
 
     Attributes:
-        kind: ``"schema"``, ``"grammar"``, ``"regex"`` or ``"structural_tag"``.
-        source: the schema or structural tag as JSON text (keys in their given order,
-            which is the order properties are written in), the Lark text, or the regex.
+        kind: ``"schema"``, ``"grammar"``, ``"regex"``, ``"structural_tag"`` or
+            ``"tool_calls"``.
+        source: the schema, structural tag or tool-call request as JSON text (keys in
+            their given order, which is the order properties are written in), the Lark
+            text, or the regex.
         options: the schema's compile options, or ``(("start", name),)`` for a grammar,
             as sorted ``(name, value)`` pairs.
 
@@ -108,7 +120,7 @@ class ConstraintSpec:
         kind = kinds[0]
         body = value[kind]
         options = value.get("options")
-        if options is not None and kind not in ("schema", "structural_tag"):
+        if options is not None and kind not in _READ:
             raise SpecError(f"'options' applies to a schema, not to a {kind}")
         if "start" in value and kind != "grammar":
             raise SpecError(f"'start' applies to a grammar, not to a {kind}")
@@ -116,6 +128,8 @@ class ConstraintSpec:
             return cls(kind, _schema_text(body), _schema_options(options))
         if kind == "structural_tag":
             return cls(kind, _structural_text(body), _schema_options(options))
+        if kind == "tool_calls":
+            return cls(kind, _tool_calls_text(body), _schema_options(options))
         if not isinstance(body, str):
             raise SpecError(f"{kind!r} must be a string, not {type(body).__name__}")
         if kind == "grammar":
@@ -133,13 +147,16 @@ class ConstraintSpec:
         grammar: str | None = None,
         regex: str | None = None,
         structural_tag: Any = None,
+        tool_calls: Mapping[str, Any] | None = None,
         start: str = "start",
         **schema_options: Any,
     ) -> ConstraintSpec:
         """The spec of exactly one of ``schema`` (dict, bool, JSON text or pydantic model
-        class), ``grammar`` (Lark text), ``regex`` and ``structural_tag`` (a
-        :mod:`corral.grammar.structural` format, or XGrammar's JSON form), with the
-        compile options of a schema (or of a structural tag's JSON Schemas)."""
+        class), ``grammar`` (Lark text), ``regex``, ``structural_tag`` (a
+        :mod:`corral.grammar.structural` format, or XGrammar's JSON form) and
+        ``tool_calls`` (a mapping of :func:`corral.tool_calls`'s arguments but ``vocab``:
+        the format is built where the vocabulary is known), with the compile options of a
+        schema (or of a structural tag's or the tools' JSON Schemas)."""
         given = [
             n
             for n, v in (
@@ -147,12 +164,13 @@ class ConstraintSpec:
                 ("grammar", grammar),
                 ("regex", regex),
                 ("structural_tag", structural_tag),
+                ("tool_calls", tool_calls),
             )
             if v is not None
         ]
         if len(given) != 1:
             raise SpecError(
-                "pass exactly one of schema=, grammar=, regex=, structural_tag= "
+                "pass exactly one of schema=, grammar=, regex=, structural_tag=, tool_calls= "
                 + (f"(got {', '.join(given)})" if given else "(got none)")
             )
         if structural_tag is not None:
@@ -171,6 +189,13 @@ class ConstraintSpec:
                 except (TypeError, ValueError) as e:
                     raise SpecError(f"structural_tag= is not JSON data: {e}") from None
             return cls.parse({"structural_tag": structural_tag, "options": schema_options or None})
+        if tool_calls is not None:
+            if not isinstance(tool_calls, Mapping):
+                raise SpecError(
+                    "tool_calls= must be a mapping of corral.tool_calls's arguments "
+                    f"(tools, model, ...), not {type(tool_calls).__name__}"
+                )
+            return cls.parse({"tool_calls": dict(tool_calls), "options": schema_options or None})
         if schema is not None:
             from ...grammar.json_schema.load import as_schema
 
@@ -188,7 +213,8 @@ class ConstraintSpec:
             return cls.parse({"schema": body, "options": schema_options or None})
         if schema_options:
             raise SpecError(
-                f"options {sorted(schema_options)} apply to schema= and structural_tag= only"
+                f"options {sorted(schema_options)} apply to schema=, structural_tag= and "
+                "tool_calls= only"
             )
         if grammar is not None:
             return cls.parse({"grammar": grammar, "start": start})
@@ -196,7 +222,7 @@ class ConstraintSpec:
 
     def to_json(self) -> str:
         """The wire form: JSON text for ``extra_args["corral"]`` / ``vllm_xargs``."""
-        read = self.kind in ("schema", "structural_tag")
+        read = self.kind in _READ
         body = _schema_source(self.source) if read else self.source
         out: dict[str, Any] = {self.kind: body}
         if read and self.options:
@@ -205,12 +231,18 @@ class ConstraintSpec:
             out.update(self.options)
         return json.dumps(out, ensure_ascii=False)
 
-    def grammar(self) -> Any:
+    def grammar(self, vocab: Any = None) -> Any:
         """The grammar (:class:`corral.Grammar`), built once per process per spec.
+
+        ``vocab`` matters to ``tool_calls`` only: its markers are written as that
+        vocabulary has them (without one, as the model family's tokenizer has them,
+        which is enough to check the request).
 
         Raises corral's own errors for a bad constraint: :class:`~corral.SchemaError`
         (keyword and JSON pointer), :class:`~corral.GrammarError` (line and column),
-        :class:`~corral.UnsupportedFeatureError`, :class:`~corral.CompileBudgetError`.
+        :class:`~corral.UnsupportedFeatureError`, :class:`~corral.CompileBudgetError`,
+        and for a bad tool-call request :class:`~corral.InvalidArgumentError` or
+        :class:`~corral.ArgumentTypeError` naming the field (``tools[2].function.name``).
         """
         from ...automata.compiler import default_cache
         from ...grammar import frontends
@@ -222,6 +254,12 @@ class ConstraintSpec:
         elif self.kind == "structural_tag":
             data = _schema_source(self.source)
             source = frontends.source("structural-tag", data, **dict(self.options))
+        elif self.kind == "tool_calls":
+            from ...grammar.tool_calls import tool_calls
+
+            request = _schema_source(self.source)
+            fmt = tool_calls(**request, vocab=vocab)
+            source = frontends.source("structural-tag", fmt, **dict(self.options))
         else:
             schema = _schema_source(self.source)
             source = frontends.source("json-schema", schema, **dict(self.options))
@@ -232,7 +270,7 @@ class ConstraintSpec:
         compile cache: equal specs compile once)."""
         from ...automata import compile
 
-        return compile(self.grammar(), vocab)
+        return compile(self.grammar(vocab), vocab)
 
 
 def _schema_text(body: Any) -> str:
@@ -258,6 +296,25 @@ def _structural_text(body: Any) -> str:
             "'structural_tag' must be a JSON object (or JSON text of one), not "
             f"{type(body).__name__}"
         )
+    return json.dumps(body, ensure_ascii=False, allow_nan=False)
+
+
+def _tool_calls_text(body: Any) -> str:
+    if isinstance(body, (str, bytes)):
+        body = _json_data(body, "'tool_calls'", MAX_DEPTH - 1)
+    if not isinstance(body, dict):
+        raise SpecError(
+            "'tool_calls' must be a JSON object of corral.tool_calls's arguments (or JSON "
+            f"text of one), not {type(body).__name__}"
+        )
+    unknown = sorted(set(body) - set(TOOL_CALL_FIELDS))
+    if unknown:
+        raise SpecError(
+            f"'tool_calls' has unknown field(s) {unknown}; expected {list(TOOL_CALL_FIELDS)}"
+        )
+    missing = [k for k in ("tools", "model") if k not in body]
+    if missing:
+        raise SpecError(f"'tool_calls' needs {' and '.join(repr(k) for k in missing)}")
     return json.dumps(body, ensure_ascii=False, allow_nan=False)
 
 
