@@ -48,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,18 +66,13 @@ PROMPT = (
 KINDS = ("text", "notes", "record", "message")
 
 
-def _compiles_everywhere(schema: dict[str, Any]) -> bool:
+def engines_compile(schema: dict[str, Any]) -> bool:
+    """Whether corral, XGrammar and llguidance all compile ``schema``."""
     import llguidance
     import xgrammar
-    from vllm.v1.structured_output.backend_guidance import has_guidance_unsupported_json_features
-    from vllm.v1.structured_output.backend_xgrammar import has_xgrammar_unsupported_json_features
 
     import corral
 
-    if has_xgrammar_unsupported_json_features(schema):
-        return False  # vLLM refuses it for its xgrammar backend
-    if has_guidance_unsupported_json_features(schema):
-        return False
     try:
         corral.Grammar.from_json_schema(schema)
         xgrammar.Grammar.from_json_schema(json.dumps(schema))
@@ -87,12 +83,31 @@ def _compiles_everywhere(schema: dict[str, Any]) -> bool:
         return False
 
 
+def _compiles_everywhere(schema: dict[str, Any]) -> bool:
+    from vllm.v1.structured_output.backend_guidance import has_guidance_unsupported_json_features
+    from vllm.v1.structured_output.backend_xgrammar import has_xgrammar_unsupported_json_features
+
+    if has_xgrammar_unsupported_json_features(schema):
+        return False  # vLLM refuses it for its xgrammar backend
+    if has_guidance_unsupported_json_features(schema):
+        return False
+    return engines_compile(schema)
+
+
 def _document(instance: dict[str, Any]) -> str:
     return "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in instance.items())
 
 
-def workload(n_schemas: int = 16, per_schema: int = 4, seed: int = 0) -> list[dict[str, Any]]:
-    """``[{"schema", "prompt"}]``: ``n_schemas * per_schema`` prompts."""
+def workload(
+    n_schemas: int = 16,
+    per_schema: int = 4,
+    seed: int = 0,
+    qualifies: Callable[[dict[str, Any]], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """``[{"file", "schema", "prompt"}]``: ``n_schemas * per_schema`` prompts.
+    ``qualifies``: which schemas every engine compared takes (default: vLLM's two
+    backends and corral, XGrammar and llguidance)."""
+    qualifies = qualifies or _compiles_everywhere
     files = sorted(MASKBENCH.glob("*.json"), key=lambda p: p.name)
     random.Random(seed).shuffle(files)
     out: list[dict[str, Any]] = []
@@ -106,7 +121,7 @@ def workload(n_schemas: int = 16, per_schema: int = 4, seed: int = 0) -> list[di
         valid = [t["data"] for t in data["tests"] if t["valid"] and isinstance(t["data"], dict)]
         if not isinstance(schema, dict) or schema.get("type") != "object" or len(text) > 3000:
             continue
-        if not any(valid) or not _compiles_everywhere(schema):
+        if not any(valid) or not qualifies(schema):
             continue
         taken += 1
         for j in range(per_schema):  # the valid instances in turn, each prompt worded apart
