@@ -192,6 +192,49 @@ def test_tool_call_with_reasoning_is_read_by_vllms_tool_parser(server) -> None:
     assert len(tokens["input_ids"]) <= 12, thought  # its budget (greedy: one outcome)
 
 
+def test_streamed_tool_calls_equal_the_whole_response(server) -> None:
+    """Streaming: vLLM's Hermes parser reads the same call from the deltas as from the
+    whole output (greedy, so both runs write the same tokens)."""
+    from corral.integrations.vllm import extra_body
+
+    client, model = server
+    kwargs = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Weather in Rome, in celsius?"}],
+        "tools": [WEATHER],
+        "tool_choice": "auto",
+        "max_tokens": 120,
+        "temperature": 0,
+        "extra_body": extra_body(
+            tool_calls={
+                "tools": [WEATHER],
+                "model": "qwen2_5",
+                "tool_choice": "required",
+                "parallel": False,  # one call, then the end
+            }
+        ),
+    }
+    whole = client.chat.completions.create(**kwargs).choices[0]
+    assert whole.finish_reason == "tool_calls", whole
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        finish = choice.finish_reason or finish
+        for d in choice.delta.tool_calls or []:
+            call = calls.setdefault(d.index, {"name": "", "arguments": ""})
+            call["name"] += (d.function and d.function.name) or ""
+            call["arguments"] += (d.function and d.function.arguments) or ""
+    assert finish == "tool_calls"
+    streamed = [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())]
+    expected = [
+        (c.function.name, json.loads(c.function.arguments)) for c in whole.message.tool_calls
+    ]
+    assert streamed == expected and expected
+
+
 def test_tool_choice_the_server_enforces_itself_is_refused_with_the_remedy(server) -> None:
     """``tool_choice="required"`` makes vLLM add structured outputs of its own; two
     constraints on one request are refused (HTTP 400) with what to send instead."""
