@@ -28,6 +28,7 @@ to 0.5.23), and what corral does:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -69,7 +70,9 @@ def _invalid(message: str) -> Any:
     return InvalidGrammarObject(message)
 
 
+@functools.cache
 def _pinned() -> bool:
+    """Whether host masks can be pinned (asked once: a mask is allocated every step)."""
     try:
         from sglang.srt.utils.common import is_pin_memory_available
 
