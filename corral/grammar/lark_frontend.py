@@ -10,6 +10,7 @@ line, column and a caret snippet.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -67,6 +68,59 @@ def _extract_special_tokens(text: str) -> tuple[str, dict[str, str]]:
     return "".join(out) + defs + "\n", specials
 
 
+def _prime_meta_parser() -> None:
+    """Build Lark's parser of the grammar language once per process, without validation.
+
+    ``lark.load_grammar`` builds that parser on its first call and keeps it. Building it
+    validates Lark's own terminals and, where ``interegular`` is installed, checks every
+    pair of them for collisions: about 0.34 s, a third of a process's first compile. Those
+    terminals are Lark's, fixed and tested by Lark, so the parser is built here the same
+    way with ``skip_validation`` set. Where Lark's internals differ from what this expects,
+    nothing is primed and Lark builds its parser as usual.
+    """
+    from lark import load_grammar as lg
+
+    if hasattr(lg._get_parser, "cache"):
+        return
+    with _META_PARSER_LOCK:
+        if hasattr(lg._get_parser, "cache"):
+            return
+        try:
+            from lark.common import LexerConf, ParserConf
+            from lark.grammar import Rule as LarkRule
+            from lark.grammar import RuleOptions
+            from lark.lexer import PatternRE, TerminalDef
+            from lark.parse_tree_builder import ParseTreeBuilder
+            from lark.parser_frontends import ParsingFrontend
+
+            terminals = [TerminalDef(n, PatternRE(v)) for n, v in lg.TERMINALS.items()]
+            rules = [
+                LarkRule(
+                    lg.NonTerminal(name.lstrip("?")),
+                    [lg.symbol_from_strcase(s) for s in x.split()],
+                    i,
+                    None,
+                    RuleOptions(expand1=name.startswith("?")),
+                )
+                for name, xs in lg.RULES.items()
+                for i, x in enumerate(xs)
+            ]
+            callback = ParseTreeBuilder(rules, lg.ST).create_callback()
+            lexer_conf = LexerConf(
+                terminals, re, ["WS", "COMMENT", "BACKSLASH"], skip_validation=True
+            )
+            parser_conf = ParserConf(rules, callback, ["start"])
+            lexer_conf.lexer_type = "basic"
+            parser_conf.parser_type = "lalr"
+            parser = ParsingFrontend(lexer_conf, parser_conf, None)
+        except Exception:  # other Lark versions: Lark builds its own parser
+            return
+        lg._get_parser.cache = parser  # type: ignore[attr-defined]
+
+
+_META_PARSER_LOCK = threading.Lock()
+
+
 def grammar_from_lark(
     text: str,
     start: str = "start",
@@ -84,6 +138,7 @@ def grammar_from_lark(
 
     if not isinstance(text, str):
         raise ArgumentTypeError(f"grammar text must be str, not {type(text).__name__}")
+    _prime_meta_parser()
     source = text
     text, specials = _extract_special_tokens(text)
     try:
