@@ -156,6 +156,80 @@ def python_class(source: str) -> CharSet:
     return CharSet((_index_to_cp(m.start()), _index_to_cp(m.end() - 1)) for m in pat.finditer(text))
 
 
+def python_class_ignorecase(source: str, plain: CharSet) -> CharSet:
+    """The set of :func:`python_class` for a case-insensitive ``source``, found without
+    scanning every code point.
+
+    ``source`` is a one-character pattern under ``re.IGNORECASE`` (e.g. ``(?i:[a-z_])``)
+    and ``plain`` the set the same pattern matches without that flag. ``re`` matches a
+    character ``d`` case-insensitively by comparing ``tolower(d)`` with the lowered
+    members of the class (plus a few extra equivalences, ``re``'s case fixes), where
+    ``tolower`` is ``re``'s own simple lowercase mapping. So if ``d`` is not cased
+    (``tolower(d) == toupper(d) == d``), is the lowercase of no other character and is not
+    among the fixes, ``d`` matches exactly when it matches without the flag. Only the few
+    thousand other characters (:func:`_case_related`) are given to ``re``; the rest come
+    from ``plain``. Where this Python's ``re`` lacks what that needs, every code point is
+    scanned as :func:`python_class` does.
+    """
+    related = _case_related()
+    if related is None:
+        return python_class(source)
+    text, code_points, related_set = related
+    return _ignorecase_in(source, plain, text, code_points, related_set)
+
+
+@functools.lru_cache(maxsize=2048)
+def _ignorecase_in(
+    source: str, plain: CharSet, text: str, code_points: tuple[int, ...], related_set: CharSet
+) -> CharSet:
+    pat = re.compile(f"(?:{source})+")
+    hits = [code_points[i] for m in pat.finditer(text) for i in range(m.start(), m.end())]
+    return plain.difference(related_set).union(CharSet((c, c) for c in hits))
+
+
+@functools.lru_cache(maxsize=1)
+def _case_related() -> tuple[str, tuple[int, ...], CharSet] | None:
+    """``(text, code points, set)`` of the characters whose case-insensitive matching in
+    ``re`` can differ from their plain matching: the cased ones, the lowercase of each,
+    and ``re``'s case fixes; ``None`` where this Python's ``re`` does not expose them."""
+    try:
+        import _sre
+
+        iscased, tolower = _sre.unicode_iscased, _sre.unicode_tolower
+    except (ImportError, AttributeError):  # pragma: no cover - CPython has both
+        return None
+    fixes = _case_fixes()
+    if fixes is None:  # pragma: no cover - CPython 3.10 to 3.13 have them
+        return None
+    flags = bytes(map(iscased, range(MAX_CODE_POINT + 1)))
+    cased = [i for m in re.finditer(b"\x01+", flags) for i in range(m.start(), m.end())]
+    related = set(cased) | {tolower(c) for c in cased} | fixes
+    s_lo, s_hi = SURROGATES
+    code_points = tuple(sorted(c for c in related if not s_lo <= c <= s_hi))
+    return "".join(map(chr, code_points)), code_points, CharSet((c, c) for c in code_points)
+
+
+def _case_fixes() -> set[int] | None:
+    """Every character in ``re``'s table of extra case-insensitive equivalences."""
+    table = None
+    try:
+        from re import _casefix  # type: ignore[attr-defined]  # Python 3.11+
+
+        table = _casefix._EXTRA_CASES
+    except (ImportError, AttributeError):
+        try:
+            import sre_compile
+
+            table = sre_compile._ignorecase_fixes  # type: ignore[attr-defined]
+        except (ImportError, AttributeError):
+            return None
+    out: set[int] = set()
+    for k, vs in table.items():
+        out.add(int(k))
+        out.update(int(v) for v in vs)
+    return out
+
+
 def ascii_class(name: str) -> CharSet:
     """The ASCII meaning of ``digit``, ``word`` or ``space``.
 

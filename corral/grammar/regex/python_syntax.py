@@ -18,7 +18,15 @@ from typing import Any
 
 from ...errors import GrammarError, Location, UnsupportedFeatureError
 from . import ast
-from .charset import EMPTY, NEWLINE, UNIVERSE, CharSet, ascii_class, python_class
+from .charset import (
+    EMPTY,
+    NEWLINE,
+    UNIVERSE,
+    CharSet,
+    ascii_class,
+    python_class,
+    python_class_ignorecase,
+)
 
 try:  # Python 3.11+
     from re import _constants as C  # type: ignore[attr-defined]  # noqa: N812
@@ -114,8 +122,10 @@ class _Translator:
         if op is C.ANY:
             return UNIVERSE if flags & _S else UNIVERSE.difference(NEWLINE)
         if flags & _I:
-            # Case-insensitive sets come from `re` itself (exact Unicode case folding).
-            return python_class(_with_flags(flags, _source_of(op, av)))
+            # Case-insensitive sets come from `re` itself (exact Unicode case folding),
+            # asked only about the characters where case can matter.
+            plain = self.char_class(op, av, flags & ~_I)
+            return python_class_ignorecase(_with_flags(flags, _source_of(op, av)), plain)
         if op is C.LITERAL:
             return CharSet.of(av)
         if op is C.NOT_LITERAL:
