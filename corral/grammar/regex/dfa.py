@@ -282,34 +282,44 @@ class _GuardEval:
     def __init__(self, alphabet: _Alphabet, where: str) -> None:
         self.alpha = alphabet
         self.where = where
+        # id(guard) -> (guard, its kind, the blocks of its characters, negated)
+        self._tests: dict[int, tuple[ast.Assert, str, int, bool]] = {}
+
+    def _test(self, g: ast.Assert) -> tuple[ast.Assert, str, int, bool]:
+        t = self._tests.get(id(g))
+        if t is None:
+            if g.kind in (ast.LINE_START, ast.LINE_END):
+                mask = self.alpha.blocks_of(NEWLINE)
+            elif g.chars is not None:
+                mask = self.alpha.blocks_of(g.chars)
+            else:
+                mask = 0
+            t = self._tests[id(g)] = (g, g.kind, mask, g.negate)
+        return t
 
     def holds(self, g: ast.Assert, prev: int, nxt: int) -> bool:
         """Whether guard ``g`` holds between the blocks ``prev`` and ``nxt`` (``_BOS``: the
         start or the end of the text)."""
-        k = g.kind
-        a = self.alpha
+        _g, k, mask, negate = self._test(g)
+        p = prev != _BOS and bool(mask >> prev & 1)  # the previous character is in `mask`
+        n = nxt != _BOS and bool(mask >> nxt & 1)
         if k == ast.BEHIND:
-            assert g.chars is not None
-            r = prev != _BOS and a.block_in(prev, g.chars)
+            r = p
         elif k == ast.AHEAD:
-            assert g.chars is not None
-            r = nxt != _BOS and a.block_in(nxt, g.chars)
+            r = n
         elif k == ast.BOUNDARY:
-            assert g.chars is not None
-            pw = prev != _BOS and a.block_in(prev, g.chars)
-            nw = nxt != _BOS and a.block_in(nxt, g.chars)
-            r = pw != nw
+            r = p != n
         elif k == ast.TEXT_START:
             r = prev == _BOS
         elif k == ast.TEXT_END:
             r = nxt == _BOS
         elif k == ast.LINE_START:
-            r = prev == _BOS or a.block_in(prev, NEWLINE)
+            r = prev == _BOS or p
         elif k == ast.LINE_END:
-            r = nxt == _BOS or a.block_in(nxt, NEWLINE)
+            r = nxt == _BOS or n
         else:  # pragma: no cover
             raise AssertionError(k)
-        return bool(r != g.negate)
+        return r != negate
 
 
 def _closure(
@@ -343,6 +353,9 @@ def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int
     ev = _GuardEval(alpha, where)
     guards = nfa.guards()
     guard_free = not guards
+    # one guard of each meaning: equal guards (the copies of a repeated lookaround) hold
+    # together, so the closure depends on the outcomes of these only
+    distinct = list({(g.kind, g.chars, g.negate): g for g in guards}.values())
     prev_guards = [g for g in guards if g.kind in ast.NEEDS_PREV]
 
     # What the guards need to remember about the previous character.
@@ -373,7 +386,7 @@ def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int
     def sig_of(prev: int, nxt: int) -> tuple[bool | None, ...]:
         sig = sig_cache.get((prev, nxt))
         if sig is None:
-            sig = sig_cache[(prev, nxt)] = tuple(ev.holds(g, prev, nxt) for g in guards)
+            sig = sig_cache[(prev, nxt)] = tuple(ev.holds(g, prev, nxt) for g in distinct)
         return sig
 
     def closure(states: frozenset[int], prev: int, nxt: int) -> frozenset[int]:
@@ -383,6 +396,20 @@ def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int
             r = closure_cache[k] = _closure(nfa, states, prev, nxt, ev, guard_free)
             spend(len(r), where)
         return r
+
+    # The next characters grouped by the guards' outcomes after ``prev``: the same for
+    # every state whose previous character is ``prev``.
+    groups_cache: dict[int, tuple[int, ...]] = {}
+
+    def groups_after(prev: int) -> tuple[int, ...]:
+        out = groups_cache.get(prev)
+        if out is None:
+            groups: dict[tuple[bool | None, ...], int] = {}  # guard outcomes -> blocks
+            for b in range(alpha.n_blocks):
+                sig = sig_of(prev, b)
+                groups[sig] = groups.get(sig, 0) | (1 << b)
+            out = groups_cache[prev] = tuple(groups.values())
+        return out
 
     i = 0
     while i < len(reps):
@@ -402,11 +429,7 @@ def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int
                         targets_by_block.setdefault(b, set()).add(t)
                         m ^= low
         else:
-            groups: dict[tuple[bool | None, ...], int] = {}  # guard outcomes -> blocks
-            for b in range(alpha.n_blocks):
-                sig = sig_of(prev, b)
-                groups[sig] = groups.get(sig, 0) | (1 << b)
-            for gmask in groups.values():
+            for gmask in groups_after(prev):
                 b0 = (gmask & -gmask).bit_length() - 1
                 for s in closure(states, prev, b0):
                     for mask, t in edge_blocks[s]:
