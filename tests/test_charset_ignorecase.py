@@ -30,7 +30,7 @@ def _set_of(pattern: str) -> object:
     while op is sre_parse.SUBPATTERN:
         _g, add, dele, sub = av
         flags = (flags | add) & ~dele
-        (op, av) = list(sub)[0]
+        (op, av) = next(iter(sub))
     return _Translator(pattern, "").char_class(op, av, flags)
 
 
@@ -75,9 +75,7 @@ _INTERESTING = sorted(
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(
-        st.tuples(st.sampled_from(_INTERESTING), st.integers(0, 40)), min_size=1, max_size=4
-    ),
+    st.lists(st.tuples(st.sampled_from(_INTERESTING), st.integers(0, 40)), min_size=1, max_size=4),
     st.booleans(),
 )
 def test_random_case_insensitive_classes_equal_a_scan(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from conftest import grammar_text
 
@@ -124,3 +127,21 @@ def test_case_insensitive_literal() -> None:
 def test_grammar_text_must_be_str() -> None:
     with pytest.raises(TypeError):
         Grammar.from_lark(b"start: 'a'")  # type: ignore[arg-type]
+
+
+def test_lark_grammar_parser_is_built_without_validating_lark_own_terminals() -> None:
+    """The first Lark grammar of a process primes Lark's parser of grammars with
+    ``skip_validation`` (no interegular collision check over Lark's own terminals), and
+    that parser reads grammars as Lark's own does."""
+    code = (
+        "import lark\n"
+        "from lark import load_grammar as lg\n"
+        "from corral.grammar.frontends import from_lark\n"
+        'g = from_lark(\'start: A B\\nA: /a+/\\nB: "b"i\\n%ignore " "\\n\')\n'
+        "print(lg._get_parser.cache.lexer_conf.skip_validation, len(g.rules))\n"
+        "print(lark.Lark('start: A+ \"b\"i\\nA: /a/\\n').parse('aaB').children)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["True 1", "[Token('A', 'a'), Token('A', 'a')]"]
