@@ -21,10 +21,12 @@ from corral.grammar.regex.dfa import (
     ByteDFA,
     column_classes,
     difference,
+    difference_of_literals,
     intersect,
     minimize,
     quoted,
     trim,
+    union_of_literals,
 )
 
 ALPHABET = (0x61, 0x62, 0x63)  # a b c
@@ -102,6 +104,38 @@ def test_intersect_and_difference_are_the_set_operations(
         rest = difference(a, b, minimal=minimal)
         assert language(rest.trans, rest.accept) == la - lb
         assert_trimmed(rest)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw_dfas(), st.lists(st.binary(max_size=4).map(lambda w: bytes(ALPHABET[x % 3] for x in w))))
+def test_difference_of_literals_is_the_difference_with_their_union(
+    x: tuple[np.ndarray, np.ndarray], words: list[bytes]
+) -> None:
+    a = as_dfa(x)
+    la = language(a.trans, a.accept)
+    for minimal in (True, False):
+        rest = difference_of_literals(a, words, minimal=minimal)
+        assert language(rest.trans, rest.accept) == la - set(words)
+        assert_trimmed(rest)
+        if minimal:
+            same = difference(a, union_of_literals(words)) if words else a
+            assert rest.n_states == same.n_states
+
+
+def test_difference_of_literals_on_json_keys() -> None:
+    """The keys of an object other than its listed properties, as the object emitter
+    builds them: every listed name refused, its prefixes and extensions kept."""
+    keys = plain_string(0, None)
+    listed = [b'"name"', b'"nam"', b'"n\\u00e9"', b'"\xc3\xa9t\xc3\xa9"']
+    rest = difference_of_literals(keys, listed, minimal=False)
+    for w in listed:
+        assert run(keys.trans, keys.accept, w) and not run(rest.trans, rest.accept, w)
+    for w in [b'"na"', b'"names"', b'"n"', b'""', b'"\xc3\xa9t\xc3"']:
+        assert run(rest.trans, rest.accept, w) == run(keys.trans, keys.accept, w)
+    assert (
+        difference_of_literals(keys, listed).n_states
+        == difference(keys, union_of_literals(listed)).n_states
+    )
 
 
 @settings(max_examples=100, deadline=None)

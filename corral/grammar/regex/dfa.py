@@ -893,6 +893,66 @@ def difference(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STAT
     return intersect(a, ByteDFA(trans, accept), max_states=max_states, where=where, minimal=minimal)
 
 
+def difference_of_literals(
+    a: ByteDFA,
+    words: list[bytes],
+    *,
+    max_states: int = DEFAULT_MAX_DFA_STATES,
+    where: str = "difference",
+    minimal: bool = True,
+) -> ByteDFA:
+    """The DFA (minimal unless ``minimal=False``) of the strings ``a`` accepts other than
+    ``words``: :func:`difference` with :func:`union_of_literals`, built directly.
+
+    A string read by ``a`` has one state of ``a``, so the product with the words' trie has
+    one state per trie node (a prefix of a word that ``a`` can read) and, off the trie,
+    the states of ``a`` itself. A trie node's row is its ``a``-state's row, with the bytes
+    that extend a word sent to the child node; it accepts when its ``a``-state does and it
+    is not a whole word. ``O(trie nodes x 256)``, with no product search.
+
+    Raises :class:`~corral.errors.CompileBudgetError` beyond ``max_states`` states.
+    """
+    if a.n_states == 0:
+        return ByteDFA.empty()
+    # the trie: node -> (a-state, children {byte: node}); node 0 is the empty prefix
+    state_of = [0]
+    children: list[dict[int, int]] = [{}]
+    is_word = [False]
+    for w in words:
+        node, s = 0, 0
+        for byte in w:
+            s = int(a.trans[s, byte])
+            if s < 0:
+                break
+            nxt = children[node].get(byte)
+            if nxt is None:
+                nxt = children[node][byte] = len(state_of)
+                state_of.append(s)
+                children.append({})
+                is_word.append(False)
+            node = nxt
+        else:
+            is_word[node] = True
+    k = len(state_of)
+    if k + a.n_states > max_states:
+        raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
+    spend(PRODUCT_ROW_STEPS * k, where)
+    # states 0..k-1: trie nodes; k..k+n-1: the states of `a`
+    rows = a.trans[np.array(state_of, np.int64)]
+    trans = np.concatenate(
+        [np.where(rows >= 0, rows + k, -1), np.where(a.trans >= 0, a.trans + k, -1)]
+    )
+    for node, kids in enumerate(children):
+        for byte, child in kids.items():
+            trans[node, byte] = child
+    accept = np.concatenate([a.accept[np.array(state_of, np.int64)] & ~np.array(is_word), a.accept])
+    trans, accept = trim(trans.astype(np.int32), accept)
+    if trans.shape[0] == 0 or not minimal:
+        return ByteDFA(trans, accept)
+    trans, accept = minimize(trans, accept)
+    return ByteDFA(trans, accept)
+
+
 def union_of_literals(words: list[bytes]) -> ByteDFA:
     """The minimal DFA accepting exactly the byte strings in ``words``.
 

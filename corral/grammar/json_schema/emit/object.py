@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...regex import ByteDFA, ast
 from ...regex.charset import CharSet
-from ...regex.dfa import difference, intersect, union_of_literals
+from ...regex.dfa import difference, difference_of_literals, intersect, union_of_literals
 from ..algebra import canonical
 from ..findings import EXACT
 from ..keywords import ANNOTATIONS
@@ -345,9 +345,7 @@ def other_keys(b: Translator, listed: list[bytes], names_filter: ByteDFA | None)
     if names_filter is not None:
         keys = intersect(keys, names_filter, max_states=b.opt.max_states)
     if listed:
-        keys = difference(
-            keys, union_of_literals(listed), max_states=b.opt.max_states, minimal=False
-        )
+        keys = difference_of_literals(keys, listed, max_states=b.opt.max_states, minimal=False)
     if names_filter is None:
         b.other_keys_cache[cache_key] = keys
     return keys
