@@ -1,5 +1,6 @@
-"""Case-insensitive character classes: the sets read from the case-related characters only
-(``charset.python_class_ignorecase``) equal ``re``'s answer over every code point."""
+"""Character classes computed by ``re``: the case-insensitive sets read from the
+case-related characters only (``charset.python_class_ignorecase``) equal ``re``'s answer
+over every code point, and the text of every code point is built right."""
 
 from __future__ import annotations
 
@@ -85,3 +86,10 @@ def test_random_case_insensitive_classes_equal_a_scan(
     pattern = f"(?i:[{'^' if negate else ''}{body}])"
     re.compile(pattern)
     assert _set_of(pattern) == _scan(pattern)
+
+
+def test_the_text_of_every_code_point_is_every_scalar_value_in_order() -> None:
+    from corral.grammar.regex.charset import _all_code_points
+
+    expected = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
+    assert _all_code_points() == expected
