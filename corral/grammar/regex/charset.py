@@ -164,6 +164,7 @@ def python_class(source: str) -> CharSet:
     return CharSet((_index_to_cp(m.start()), _index_to_cp(m.end() - 1)) for m in pat.finditer(text))
 
 
+@functools.lru_cache(maxsize=2048)
 def python_class_ignorecase(source: str, plain: CharSet) -> CharSet:
     """The set of :func:`python_class` for a case-insensitive ``source``, found without
     scanning every code point.
@@ -183,13 +184,6 @@ def python_class_ignorecase(source: str, plain: CharSet) -> CharSet:
     if related is None:
         return python_class(source)
     text, code_points, related_set = related
-    return _ignorecase_in(source, plain, text, code_points, related_set)
-
-
-@functools.lru_cache(maxsize=2048)
-def _ignorecase_in(
-    source: str, plain: CharSet, text: str, code_points: tuple[int, ...], related_set: CharSet
-) -> CharSet:
     pat = re.compile(f"(?:{source})+")
     hits = [code_points[i] for m in pat.finditer(text) for i in range(m.start(), m.end())]
     return plain.difference(related_set).union(CharSet((c, c) for c in hits))

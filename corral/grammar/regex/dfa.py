@@ -938,14 +938,15 @@ def difference_of_literals(
         raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
     spend(PRODUCT_ROW_STEPS * k, where)
     # states 0..k-1: trie nodes; k..k+n-1: the states of `a`
-    rows = a.trans[np.array(state_of, np.int64)]
+    on_trie = np.array(state_of, np.int64)
+    rows = a.trans[on_trie]
     trans = np.concatenate(
         [np.where(rows >= 0, rows + k, -1), np.where(a.trans >= 0, a.trans + k, -1)]
     )
     for node, kids in enumerate(children):
         for byte, child in kids.items():
             trans[node, byte] = child
-    accept = np.concatenate([a.accept[np.array(state_of, np.int64)] & ~np.array(is_word), a.accept])
+    accept = np.concatenate([a.accept[on_trie] & ~np.array(is_word), a.accept])
     trans, accept = trim(trans.astype(np.int32), accept)
     if trans.shape[0] == 0 or not minimal:
         return ByteDFA(trans, accept)
