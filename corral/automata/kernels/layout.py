@@ -93,10 +93,13 @@ MEMO_COLS = 3
 # bytes (mode 0, looked up by binary search) or the anchor's children (mode 1, scanned);
 # cursor and end of the current subtree; nested-walk index; version of the set walked
 # from; cached completion (state, version, alive); the state in which the previous lexeme
-# ended at the anchor (a child continuing that lexeme is not a place where it ends)
+# ended at the anchor (a child continuing that lexeme is not a place where it ends); the
+# byte classes of the anchor's children where a nested lexeme may start, as a count and
+# a list (count -1: more than F_NV_MAX of them, not listed)
 F_G, F_XS, F_FB, F_FBE, F_MODE, F_X, F_END, F_IDX = 0, 1, 2, 3, 4, 5, 6, 7
-F_VER, F_CG, F_CV, F_CA, F_PS = 8, 9, 10, 11, 12
-FRAME_COLS = 13
+F_VER, F_CG, F_CV, F_CA, F_PS, F_NV, F_V = 8, 9, 10, 11, 12, 13, 14
+F_NV_MAX = 32
+FRAME_COLS = F_V + F_NV_MAX
 # subtree memo control slots (int64 [4]): entries, store used, grow wanted, hits
 SM_ENTRIES, SM_USED, SM_GROW, SM_HITS = 0, 1, 2, 3
 SM_CTL_LEN = 4

@@ -52,7 +52,10 @@ from .layout import (
     F_G,
     F_IDX,
     F_MODE,
+    F_NV,
+    F_NV_MAX,
     F_PS,
+    F_V,
     F_VER,
     F_X,
     F_XS,
@@ -71,6 +74,7 @@ from .layout import (
     H_TRAP,
     KIND_DENSE,
     KIND_MISSING,
+    L_LINK,
     L_STATE,
     M_ENDS,
     M_IDX,
@@ -800,6 +804,56 @@ def _has_end_child(gt, lex, subtree_end, node_byte, follow, t, s, x):  # type: i
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _start_classes(  # type: ignore[no-untyped-def]
+    gt, lex, follow, child_start, children, node_byte, subtree_end, rank_at, rk, t, s, x, fr
+):
+    """List in frame ``fr`` (``F_NV``, ``F_V``) the byte classes of trie node ``x``'s
+    children where a lexeme of terminal ``t``, in state ``s`` at ``x``, ends (it cannot read
+    the byte, which may follow ``t``) and below which some token is not allowed yet: where
+    a nested lexeme may start. Returns their number (``-1``: more than ``F_NV_MAX``,
+    not listed)."""
+    byte_class = gt[H_BYTE_CLASS]
+    nv = 0
+    for i in range(child_start[x], child_start[x + 1]):
+        ch = children[i]
+        b = node_byte[ch]
+        c = gt[byte_class + b]
+        if (
+            lex_next(lex, s, c) >= 0
+            or not _follows(follow, t, b)
+            or _all_allowed(rk, rank_at[ch], rank_at[subtree_end[ch]])
+        ):
+            continue
+        dup = False
+        for j in range(nv):
+            if fr[F_V + j] == c:
+                dup = True
+                break
+        if dup:
+            continue
+        if nv == F_NV_MAX:
+            nv = -1
+            break
+        fr[F_V + nv] = c
+        nv += 1
+    fr[F_NV] = nv
+    return nv
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _may_start(lex, fr, g):  # type: ignore[no-untyped-def]
+    """Whether a lexeme in state ``g`` can read one of the classes listed in frame ``fr``
+    (by :func:`_start_classes`; an unlisted overflow counts as yes)."""
+    nv = fr[F_NV]
+    if nv < 0:
+        return True
+    for j in range(nv):  # noqa: SIM110 - a loop, not any() over a generator, in Numba
+        if lex_next(lex, g, fr[F_V + j]) >= 0:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _find_child(child_start, children, node_byte, x, b):  # type: ignore[no-untyped-def]
     """The child of trie node ``x`` reached by byte ``b``, or -1 (binary search)."""
     lo = child_start[x]
@@ -852,6 +906,8 @@ def _walk_below(  # type: ignore[no-untyped-def]
     # byte classes that some lexeme item of set k can start with
     cls_ok = np.zeros(n_cls, np.uint8)
     for idx in range(l_lo, l_hi):
+        if L[idx, L_LINK] >= 0:
+            continue  # an earlier item of the set is in the same state
         g = L[idx, L_STATE]
         for c in range(n_cls):
             if lex_next(lex, g, c) >= 0:
@@ -870,14 +926,8 @@ def _walk_below(  # type: ignore[no-untyped-def]
                 continue
             for idx in range(l_lo, l_hi):
                 g = L[idx, L_STATE]
-                if lex_next(lex, g, c) < 0:
-                    continue
-                dup = False
-                for idx2 in range(l_lo, idx):
-                    if L[idx2, L_STATE] == g:
-                        dup = True
-                        break
-                if dup:
+                # L_LINK >= 0: an earlier item of the set is in the same state
+                if L[idx, L_LINK] >= 0 or lex_next(lex, g, c) < 0:
                     continue
                 if n_work == work.shape[0]:
                     grown = np.empty((2 * n_work, 3), np.int64)
@@ -911,16 +961,15 @@ def _walk_below(  # type: ignore[no-untyped-def]
                 idx = frames[level, F_IDX]
                 hi = S[fk + 2, S_L]
                 xs = frames[level, F_X]
+                ps = states[level, depth[xs]]
                 nxt = -1
+                fr = frames[level]
                 while idx < hi:
                     g2 = L[idx, L_STATE]
-                    dup = False
-                    for idx2 in range(S[fk + 1, S_L], idx):
-                        if L[idx2, L_STATE] == g2:
-                            dup = True
-                            break
+                    # an earlier item of the set in the same state (L_LINK): walked already
+                    first = L[idx, L_LINK] < 0
                     idx += 1
-                    if dup:
+                    if not first or not _may_start(lex, fr, g2):
                         continue
                     seen = _memo_seen(memo, ctx[C_SCRATCH2], S[fk + 1, S_HASH], xs, g2)
                     if seen < 0:
@@ -932,7 +981,6 @@ def _walk_below(  # type: ignore[no-untyped-def]
                 if nxt >= 0:
                     if level + 2 >= frames.shape[0]:
                         return ERR_DEPTH
-                    ps = states[level, depth[xs]]
                     level += 1
                     frames[level, F_G] = nxt
                     frames[level, F_XS] = xs
@@ -1011,7 +1059,10 @@ def _walk_below(  # type: ignore[no-untyped-def]
                         frames[level, F_CG] = fg
                         frames[level, F_CV] = frames[level, F_VER]
                         frames[level, F_CA] = 1 if r > 0 else 0
-                    if frames[level, F_CA] > 0:
+                    if frames[level, F_CA] > 0 and _start_classes(
+                        gt, lex, follow, child_start, children, node_byte, subtree_end,
+                        rank_at, rk, t, s, x, frames[level],
+                    ) != 0:  # fmt: skip
                         frames[level, F_X] = x
                         frames[level, F_IDX] = S[fk + 1, S_L]
                         suspended = True
