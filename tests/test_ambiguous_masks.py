@@ -5,8 +5,8 @@ letter of a token a lexeme boundary, and ``"\\sin" e`` leaves open where its arg
 ends. A mask walks the token trie with a chart set per lexeme, so a long token of letters
 starts one nested walk per letter and per lexeme that could follow. These masks used to
 stop with ``CompileBudgetError`` after ``2x\\sin(y+``; here they are computed, and each is
-compared with the matcher's own byte-level chart on a sample of the vocabulary (allowed
-and refused tokens, the long letter runs included).
+compared with the matcher's own byte-level chart on a sample of the vocabulary: allowed
+and refused tokens, and long runs of letters.
 """
 
 from __future__ import annotations
