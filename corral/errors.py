@@ -36,6 +36,7 @@ __all__ = [
     "InvalidArgumentError",
     "Location",
     "MatcherStateError",
+    "MonitorError",
     "ShapeError",
     "TokenRejectedError",
     "TokenizerError",
@@ -309,6 +310,20 @@ class ValidationFailedError(CorralError):
     def __init__(self, message: str, *, text: str) -> None:
         self.text = text
         super().__init__(f"{message}: {text[:200]!r}")
+
+
+class MonitorError(CorralError):
+    """A monitor could not say what may come where its trigger fired: its callback raised
+    (the original error is the ``__cause__``), ran past its timeout, returned something
+    that is not a constraint, or returned no names with ``on_empty="refuse"``; or what it
+    allowed cannot follow the text under the generation's own constraint. The generation
+    fails: it never goes on unconstrained where a monitor should have constrained it.
+    Carries the monitor's name and the text where it fired."""
+
+    def __init__(self, message: str, *, monitor: str, text: str) -> None:
+        self.monitor = monitor
+        self.text = text
+        super().__init__(f"monitor {monitor!r}: {message} (after {text[-80:]!r})")
 
 
 class CacheWarning(RuntimeWarning):

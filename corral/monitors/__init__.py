@@ -1,0 +1,1 @@
+"""Monitors: constraints computed while generating (see ``docs/design.md``, "Monitors")."""

@@ -1,0 +1,153 @@
+"""Grammars of the text a monitor constrains: what its callback allowed, then free text.
+
+Where a trigger fires, the text goes on as one *segment* grammar until the next trigger
+fires: ``start: C OUT?``, with ``C`` what the callback returned and ``OUT`` the text
+outside regions (``trigger.py``: valid UTF-8, ending at the latest where a trigger
+fires). Before the first trigger the segment is ``start: OUT?``. corral's lexer reads a
+terminal as far as it can, so a region of names ends where the name cannot be read on;
+with ``end="identifier"`` the text after it may not begin with an identifier byte
+(``[A-Za-z0-9_]`` or any non-ASCII byte) either, so ``app`` of ``{"app", "append"}`` is
+not followed by ``x``. A token may cross the end of a region (``append(``), never a
+trigger.
+
+Names become one terminal (an entity set's automaton: its cost follows the vocabulary,
+not the number of names); a grammar or a JSON Schema brings its own rules and terminals,
+renamed apart from ``OUT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentTypeError, UnsupportedFeatureError
+from ..grammar.entities import EntitySet
+from ..grammar.ir import Grammar, Rule, Terminal
+from ..grammar.regex import ByteDFA
+from .trigger import TriggerAutomaton
+
+__all__ = ["EmptyRegionError", "outside_grammar", "region_constraint", "region_grammar"]
+
+_OUT = "MONITOR_TEXT"
+_NAMES = "MONITOR_NAME"
+_START = "monitor_region"
+
+# bytes that continue an identifier: ASCII letters, digits, `_`, and every non-ASCII byte
+_IDENT = np.zeros(256, bool)
+_IDENT[[*range(48, 58), *range(65, 91), 95, *range(97, 123), *range(128, 256)]] = True
+
+
+class EmptyRegionError(Exception):
+    """The callback allowed no names at all (its monitor's ``on_empty`` decides)."""
+
+
+def region_constraint(result: Any, schema_options: dict[str, Any] | None = None) -> Any:
+    """What a callback's ``result`` constrains: ``None``, an :class:`EntitySet` (names) or a
+    :class:`Grammar`.
+
+    Raises:
+        EmptyRegionError: no names.
+        ArgumentTypeError: a ``str`` (ambiguous: one name, or grammar text?), ``bytes``, or
+            anything else that is not a constraint.
+        SchemaError, GrammarError, UnsupportedFeatureError: from a JSON Schema.
+    """
+    if result is None or isinstance(result, (EntitySet, Grammar)):
+        if isinstance(result, EntitySet) and len(result) == 0:
+            raise EmptyRegionError
+        return result
+    if isinstance(result, (str, bytes)):
+        raise ArgumentTypeError(
+            f"returned a {type(result).__name__}: return [name] for one name, or "
+            "corral.Grammar.from_lark(text) for a grammar"
+        )
+    if isinstance(result, (dict, bool)) or _is_model(result):
+        return Grammar.from_json_schema(result, **(schema_options or {}))
+    if isinstance(result, Iterable):
+        names = list(result)
+        bad = next((x for x in names if not isinstance(x, str)), None)
+        if bad is not None:
+            raise ArgumentTypeError(f"returned names that include a {type(bad).__name__}")
+        if not names:
+            raise EmptyRegionError
+        return EntitySet(names)
+    raise ArgumentTypeError(
+        f"returned a {type(result).__name__}: not names, a Grammar, a JSON Schema or None"
+    )
+
+
+def _is_model(x: Any) -> bool:
+    return isinstance(x, type) and hasattr(x, "model_json_schema")
+
+
+def _out(automaton: TriggerAutomaton, identifier_end: bool) -> Terminal:
+    """``OUT``: the automaton as a terminal; with ``identifier_end``, a fresh start state
+    that reads no identifier byte first."""
+    trans = automaton.dfa.trans
+    if identifier_end:
+        first = np.where(_IDENT, -1, trans[0])
+        shifted = np.where(trans >= 0, trans + 1, -1)
+        trans = np.vstack([np.where(first >= 0, first + 1, -1), shifted]).astype(np.int32)
+    dfa = ByteDFA(trans, np.ones(trans.shape[0], bool))
+    return Terminal(_OUT, dfa, source="text outside monitored regions")
+
+
+def outside_grammar(automaton: TriggerAutomaton) -> Grammar:
+    """The segment before any trigger fires: ``start: OUT?``."""
+    out = _out(automaton, identifier_end=False)
+    return Grammar(
+        {_OUT: out},
+        [Rule(_START, (_OUT,)), Rule(_START, ())],
+        _START,
+        description="text before a monitor's trigger",
+    )
+
+
+def region_grammar(constraint: Any, automaton: TriggerAutomaton, end: str) -> Grammar:
+    """The segment after a trigger: ``start: C OUT?`` for ``constraint`` (an
+    :class:`EntitySet` or a :class:`Grammar`, from :func:`region_constraint`)."""
+    out = _out(automaton, identifier_end=end == "identifier")
+    if isinstance(constraint, EntitySet):
+        name = Terminal(_NAMES, constraint.dfa("raw"), source=f"{len(constraint)} names")
+        terminals = {_NAMES: name, _OUT: out}
+        rules = [Rule(_START, (_NAMES, _OUT)), Rule(_START, (_NAMES,))]
+        return Grammar(terminals, rules, _START, description="a monitor's names")
+    g: Grammar = constraint
+    if g.final_check is not None:
+        raise UnsupportedFeatureError(
+            "final check",
+            detail=f"{g.description or 'this grammar'} accepts a word only after a check "
+            "on the whole word (e.g. uniqueItems), which a monitor's region, followed by "
+            "more text, does not have",
+        )
+    rename = _renamer(set(g.terminals) | {r.lhs for r in g.rules})
+    terminals = {rename(k): _renamed_terminal(t, rename(k)) for k, t in g.terminals.items()}
+    terminals[_OUT] = out
+    rules = [Rule(rename(r.lhs), tuple(rename(s) for s in r.rhs)) for r in g.rules]
+    rules += [Rule(_START, (rename(g.start), _OUT)), Rule(_START, (rename(g.start),))]
+    return Grammar(
+        terminals,
+        rules,
+        _START,
+        tuple(rename(i) for i in g.ignore),
+        description=f"a monitor's grammar ({g.description})" if g.description else "",
+    )
+
+
+def _renamer(names: set[str]) -> Any:
+    """Keep the constraint's names unless one collides with the segment's own; then
+    prefix them all, with as many ``c_`` as keep them apart from every name."""
+    ours = {_OUT, _NAMES, _START}
+    if not names & ours:
+        return lambda s: s
+    prefix = "c_"
+    while any(prefix + n in ours or prefix + n in names for n in names):
+        prefix += "c_"
+    return lambda s: prefix + s if s in names else s
+
+
+def _renamed_terminal(t: Terminal, name: str) -> Terminal:
+    if t.name == name:
+        return t
+    return Terminal(name, t.dfa, t.source, t.literal, t.special, t.end_blocked)

@@ -1,0 +1,88 @@
+"""Segment grammars of monitors: the text before a trigger, and a region of what a callback
+allowed followed by free text (``corral/monitors/region.py``), on a real vocabulary."""
+
+from __future__ import annotations
+
+import pytest
+from support.tokenizers import load_vocab
+
+import corral
+from corral.errors import ArgumentTypeError, UnsupportedFeatureError
+from corral.monitors.region import (
+    EmptyRegionError,
+    outside_grammar,
+    region_constraint,
+    region_grammar,
+)
+from corral.monitors.trigger import trigger_automaton
+
+DOT = trigger_automaton([r"\."])
+NAMES = ["append", "app", "extend", "insert"]
+
+
+def _reads(g: corral.Grammar, text: str) -> bool:
+    m = corral.compile(g, load_vocab("llama3")).matcher()
+    return m.consume_bytes(text.encode())
+
+
+def test_outside_text_stops_at_the_trigger_and_no_token_crosses_it() -> None:
+    v = load_vocab("llama3")
+    m = corral.compile(outside_grammar(DOT), v).matcher()
+    assert m.consume_bytes(b"x = obj") and m.is_accepting()
+    allowed = set(m.allowed_token_ids().tolist())
+    crossing = [t for t in range(v.size) if v.token_bytes(t)[:-1].count(b".")]
+    assert crossing and not allowed & set(crossing)  # ".append", "x.y" end past a dot
+    ending = [t for t in range(v.size) if v.token_bytes(t) in (b".", b"x.")]
+    assert set(ending) <= allowed
+    assert m.consume_bytes(b".") and m.allowed_token_ids().tolist() == list(v.eos_token_ids)
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ("append(x)", True),
+        ("app", True),
+        ("app(", True),
+        ("appx", False),  # `app` ends an identifier only where no identifier byte follows
+        ("appendix", False),
+        ("app é", True),
+        ("appé", False),  # non-ASCII continues an identifier
+        ("extend.", True),  # the next trigger may follow at once
+        ("pop()", False),
+    ],
+)
+def test_names_end_where_an_identifier_ends(text: str, ok: bool) -> None:
+    assert _reads(region_grammar(region_constraint(NAMES), DOT, "identifier"), text) == ok
+
+
+def test_constraint_end_lets_any_byte_follow_the_longest_name() -> None:
+    g = region_grammar(region_constraint(NAMES), DOT, "constraint")
+    assert _reads(g, "appx")  # `app`, then text: `x` cannot continue a name
+    assert not _reads(g, "apx")
+
+
+def test_a_grammar_constrains_the_region_and_its_names_are_kept_apart() -> None:
+    g = corral.Grammar.from_lark('start: MONITOR_TEXT "(" ")"\nMONITOR_TEXT: /[a-z]+/')
+    region = region_grammar(region_constraint(g), DOT, "constraint")
+    assert _reads(region, "abc() then free text")
+    assert not _reads(region, "abc(x)")
+
+
+def test_what_is_not_a_constraint_is_refused() -> None:
+    with pytest.raises(EmptyRegionError):
+        region_constraint([])
+    for bad in ("append", b"append", 3, ["append", 3]):
+        with pytest.raises(ArgumentTypeError):
+            region_constraint(bad)
+    assert region_constraint(None) is None
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [{"type": "integer"}, {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}],
+)
+def test_a_grammar_with_a_final_check_is_refused(schema: dict) -> None:  # type: ignore[type-arg]
+    """A JSON Schema's grammar checks each complete value with the schema; a region is
+    followed by more text, so the check has nothing to run on yet: refused, not dropped."""
+    with pytest.raises(UnsupportedFeatureError, match="final check"):
+        region_grammar(region_constraint(schema), DOT, "constraint")
