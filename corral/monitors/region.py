@@ -28,9 +28,17 @@ from ..grammar.ir import Grammar, Rule, Terminal
 from ..grammar.regex import ByteDFA
 from .trigger import TriggerAutomaton
 
-__all__ = ["EmptyRegionError", "outside_grammar", "region_constraint", "region_grammar"]
+__all__ = [
+    "OUT",
+    "EmptyRegionError",
+    "out_labels",
+    "outside_grammar",
+    "region_constraint",
+    "region_grammar",
+]
 
-_OUT = "MONITOR_TEXT"
+OUT = "MONITOR_TEXT"
+"""The name of the terminal of text outside regions in every segment grammar."""
 _NAMES = "MONITOR_NAME"
 _START = "monitor_region"
 
@@ -82,23 +90,31 @@ def _is_model(x: Any) -> bool:
 
 
 def _out(automaton: TriggerAutomaton, identifier_end: bool) -> Terminal:
-    """``OUT``: the automaton as a terminal; with ``identifier_end``, a fresh start state
-    that reads no identifier byte first."""
+    """``OUT``: the automaton as a terminal, from a fresh start state (state 0, which does
+    not accept: a terminal never matches the empty string; the automaton's state ``s`` is
+    the terminal's ``s + 1``, see :func:`out_labels`); with ``identifier_end``, that
+    start reads no identifier byte."""
     trans = automaton.dfa.trans
-    if identifier_end:
-        first = np.where(_IDENT, -1, trans[0])
-        shifted = np.where(trans >= 0, trans + 1, -1)
-        trans = np.vstack([np.where(first >= 0, first + 1, -1), shifted]).astype(np.int32)
-    dfa = ByteDFA(trans, np.ones(trans.shape[0], bool))
-    return Terminal(_OUT, dfa, source="text outside monitored regions")
+    shifted = np.where(trans >= 0, trans + 1, -1)
+    first = np.where(_IDENT, -1, shifted[0]) if identifier_end else shifted[0]
+    trans = np.vstack([first, shifted]).astype(np.int32)
+    accept = np.ones(trans.shape[0], bool)
+    accept[0] = False
+    return Terminal(OUT, ByteDFA(trans, accept), source="text outside monitored regions")
+
+
+def out_labels(automaton: TriggerAutomaton) -> np.ndarray:
+    """``int32 [n + 1]``: for each state of the ``OUT`` terminal, the monitor whose trigger
+    fires there, or ``-1``."""
+    return np.concatenate([[-1], automaton.fired]).astype(np.int32)
 
 
 def outside_grammar(automaton: TriggerAutomaton) -> Grammar:
     """The segment before any trigger fires: ``start: OUT?``."""
     out = _out(automaton, identifier_end=False)
     return Grammar(
-        {_OUT: out},
-        [Rule(_START, (_OUT,)), Rule(_START, ())],
+        {OUT: out},
+        [Rule(_START, (OUT,)), Rule(_START, ())],
         _START,
         description="text before a monitor's trigger",
     )
@@ -110,8 +126,8 @@ def region_grammar(constraint: Any, automaton: TriggerAutomaton, end: str) -> Gr
     out = _out(automaton, identifier_end=end == "identifier")
     if isinstance(constraint, EntitySet):
         name = Terminal(_NAMES, constraint.dfa("raw"), source=f"{len(constraint)} names")
-        terminals = {_NAMES: name, _OUT: out}
-        rules = [Rule(_START, (_NAMES, _OUT)), Rule(_START, (_NAMES,))]
+        terminals = {_NAMES: name, OUT: out}
+        rules = [Rule(_START, (_NAMES, OUT)), Rule(_START, (_NAMES,))]
         return Grammar(terminals, rules, _START, description="a monitor's names")
     g: Grammar = constraint
     if g.final_check is not None:
@@ -123,9 +139,9 @@ def region_grammar(constraint: Any, automaton: TriggerAutomaton, end: str) -> Gr
         )
     rename = _renamer(set(g.terminals) | {r.lhs for r in g.rules})
     terminals = {rename(k): _renamed_terminal(t, rename(k)) for k, t in g.terminals.items()}
-    terminals[_OUT] = out
+    terminals[OUT] = out
     rules = [Rule(rename(r.lhs), tuple(rename(s) for s in r.rhs)) for r in g.rules]
-    rules += [Rule(_START, (rename(g.start), _OUT)), Rule(_START, (rename(g.start),))]
+    rules += [Rule(_START, (rename(g.start), OUT)), Rule(_START, (rename(g.start),))]
     return Grammar(
         terminals,
         rules,
@@ -138,7 +154,7 @@ def region_grammar(constraint: Any, automaton: TriggerAutomaton, end: str) -> Gr
 def _renamer(names: set[str]) -> Any:
     """Keep the constraint's names unless one collides with the segment's own; then
     prefix them all, with as many ``c_`` as keep them apart from every name."""
-    ours = {_OUT, _NAMES, _START}
+    ours = {OUT, _NAMES, _START}
     if not names & ours:
         return lambda s: s
     prefix = "c_"

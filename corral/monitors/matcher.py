@@ -1,0 +1,291 @@
+"""A matcher whose constraint changes where monitors' triggers fire.
+
+:class:`MonitoredMatcher` has the methods of :class:`~corral.automata.matcher.Matcher`
+that decoding uses (masks, consume, rollback, fork). It keeps a stack of *segments*, each a
+matcher of a segment grammar (``region.py``): the text before the first trigger, then,
+each time a trigger fires at the end of a token, the region of what that monitor's
+callback allowed followed by free text. With a ``base`` matcher (the request's own
+schema or grammar), every mask is the two masks' intersection and both read every token.
+
+Fail closed: a callback that raises, runs past its timeout, or returns what is not a
+constraint, and a region the base constraint leaves no token for, are a
+:class:`~corral.errors.MonitorError`; the text never goes on unconstrained where a monitor
+was asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import (
+    ArgumentTypeError,
+    CorralError,
+    InvalidArgumentError,
+    MatcherStateError,
+    MonitorError,
+    TokenRejectedError,
+    VocabularyMismatchError,
+)
+from .monitor import Monitor, MonitorContext
+from .region import (
+    OUT,
+    EmptyRegionError,
+    out_labels,
+    outside_grammar,
+    region_constraint,
+    region_grammar,
+)
+from .trigger import TriggerAutomaton, trigger_automaton
+
+__all__ = ["MonitoredMatcher"]
+
+
+@dataclass
+class _Segment:
+    """One segment: a matcher of its grammar, and where its ``OUT`` lexer states lie."""
+
+    matcher: Any  # corral Matcher of the segment grammar
+    out_start: int  # the first global lexer state of the OUT terminal
+    labels: np.ndarray  # int32 [OUT states]: the monitor whose trigger fires there, or -1
+
+    def fired(self) -> int:
+        """The monitor whose trigger fires at the end of the text read, or ``-1`` (the
+        first monitor, when several do in different parses)."""
+        g = self.matcher.chart.lexer_states() - self.out_start
+        g = g[(g >= 0) & (g < self.labels.shape[0])]
+        hits = self.labels[g]
+        hits = hits[hits >= 0]
+        return int(hits.min()) if hits.size else -1
+
+
+class MonitoredMatcher:
+    """One sequence's state under ``monitors`` (and a ``base`` matcher, optional).
+
+    Args:
+        compiler: a :class:`~corral.Compiler` (or ``None``: the default compiler of
+            ``vocab``) that compiles segment grammars; its caches keep them by content.
+        vocab: the model's :class:`~corral.Vocabulary`.
+        monitors: one or more :class:`Monitor` (the first wins when triggers fire at the
+            same byte).
+        base: a matcher of the request's own constraint, for the same vocabulary, or
+            ``None`` (free text, valid UTF-8).
+        prompt: the prompt text, given to callbacks.
+        state: any object, given to callbacks as ``MonitorContext.state``.
+
+    Raises:
+        InvalidArgumentError: no monitors, or a trigger :mod:`.trigger` refuses.
+        ArgumentTypeError: a monitor that is not a :class:`Monitor`.
+        VocabularyMismatchError: ``base`` compiled for another vocabulary.
+    """
+
+    def __init__(
+        self,
+        vocab: Any,
+        monitors: Sequence[Monitor],
+        *,
+        base: Any = None,
+        prompt: str = "",
+        state: Any = None,
+        compiler: Any = None,
+    ) -> None:
+        monitors = list(monitors)
+        if not monitors:
+            raise InvalidArgumentError("monitors=: give at least one Monitor")
+        for m in monitors:
+            if not isinstance(m, Monitor):
+                raise ArgumentTypeError(f"monitors=: expected Monitor, got {type(m).__name__}")
+        if base is not None and base.compiled.vocab.hash != vocab.hash:
+            raise VocabularyMismatchError(
+                "base= is a matcher of another vocabulary than the monitors'"
+            )
+        from ..automata.compiler import Compiler, default_cache
+
+        self.vocab = vocab
+        self.monitors = monitors
+        self.base = base
+        self.prompt = prompt
+        self.state = state
+        self._compiler = compiler or Compiler._over(vocab, default_cache)
+        self.triggers: TriggerAutomaton = trigger_automaton([m.trigger for m in monitors])
+        self._labels = out_labels(self.triggers)
+        outside = self._compiler.compile(outside_grammar(self.triggers))
+        self.compiled = outside  # vocabulary, EOS ids and sizes, as decoding reads them
+        self.vocab_size = outside.vocab_size
+        self._segments = [self._segment(outside)]
+        self._text = bytearray()
+        # (segments, text length) before each consumed token
+        self._history: list[tuple[int, int]] = []
+        self._row = np.zeros(outside.words, np.uint32)
+
+    # -- queries ----------------------------------------------------------------------
+    @property
+    def text(self) -> bytes:
+        """The bytes consumed so far."""
+        return bytes(self._text)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._history)
+
+    def is_finished(self) -> bool:
+        return bool(self._segments[-1].matcher.is_finished())
+
+    def is_accepting(self) -> bool:
+        return bool(self._segments[-1].matcher.is_accepting()) and (
+            self.base is None or bool(self.base.is_accepting())
+        )
+
+    def fill_bitmask(self, out: Any, row: int = 0) -> None:
+        """The allowed next tokens into row ``row`` of ``out`` (``int32 [batch, W]``), as
+        :meth:`Matcher.fill_bitmask`: the current segment's mask, and the base's."""
+        from ..automata.bitmask import bitmask_row
+
+        dst = bitmask_row(out, self.vocab_size, row)
+        self.fill_row(dst)
+
+    def fill_row(self, dst: np.ndarray) -> None:
+        """The mask into ``dst`` (``uint32 [W]``, overwritten)."""
+        self._segments[-1].matcher.fill_row(dst)
+        if self.base is not None:
+            self.base.fill_row(self._row)
+            dst &= self._row
+
+    def allowed_token_ids(self) -> np.ndarray:
+        buf = np.zeros(self.compiled.words, np.uint32)
+        self.fill_row(buf)
+        bits = np.unpackbits(buf.view(np.uint8), bitorder="little")[: self.vocab_size]
+        return np.flatnonzero(bits)
+
+    # -- consuming --------------------------------------------------------------------
+    def consume(self, token_id: int) -> None:
+        """Advance by one token; :class:`TokenRejectedError` if it is not allowed (nothing
+        changes then). Where a trigger fires at the token's end, the monitor is asked
+        and its region begins (:class:`MonitorError` if that fails; the token stays
+        consumed)."""
+        seg = self._segments[-1]
+        before = (len(self._segments), len(self._text))
+        seg.matcher.consume(token_id)  # raises TokenRejectedError, changing nothing
+        if self.base is not None:
+            try:
+                self.base.consume(token_id)
+            except TokenRejectedError:
+                seg.matcher.rollback(1)
+                raise
+        self._history.append(before)
+        self._text += self.vocab.token_bytes(token_id)
+        if self.is_finished():
+            return
+        hit = seg.fired()
+        if hit >= 0:
+            self._enter(self.monitors[hit])
+
+    def consume_tokens(self, token_ids: Iterable[int]) -> None:
+        for t in token_ids:
+            self.consume(int(t))
+
+    def try_consume(self, token_id: int) -> bool:
+        try:
+            self.consume(token_id)
+        except TokenRejectedError:
+            return False
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` tokens, regions entered after them included."""
+        if num_tokens < 0 or num_tokens > len(self._history):
+            raise MatcherStateError(
+                f"cannot roll back {num_tokens} tokens: {len(self._history)} consumed"
+            )
+        for _ in range(num_tokens):
+            n_segments, text_len = self._history.pop()
+            del self._segments[n_segments:]
+            self._segments[-1].matcher.rollback(1)
+            if self.base is not None:
+                self.base.rollback(1)
+            del self._text[text_len:]
+
+    def fork(self) -> MonitoredMatcher:
+        """An independent copy (same position, separate future; callbacks are not called
+        again for the regions already entered)."""
+        new = object.__new__(MonitoredMatcher)
+        new.__dict__.update(self.__dict__)
+        new._segments = [_Segment(s.matcher.fork(), s.out_start, s.labels) for s in self._segments]
+        new.base = None if self.base is None else self.base.fork()
+        new._text = bytearray(self._text)
+        new._history = list(self._history)
+        new._row = np.zeros_like(self._row)
+        return new
+
+    def forced_tokens(self, tokenize: Any = None) -> list[int]:
+        """No fast-forward across monitored text (a region's first token is the
+        monitor's choice): always empty."""
+        return []
+
+    # -- regions ----------------------------------------------------------------------
+    def _segment(self, compiled: Any) -> _Segment:
+        """A fresh segment of a compiled segment grammar."""
+        t = compiled.tables
+        i = t.terminal_names.index(OUT)
+        if int(t.term_size[i]) != self._labels.shape[0]:  # pragma: no cover - a bug
+            raise MatcherStateError("the segment grammar's text terminal was rewritten")
+        return _Segment(compiled.matcher(), int(t.term_start[i]), self._labels)
+
+    def _enter(self, monitor: Monitor) -> None:
+        """Ask ``monitor`` what may follow the text, and push that region's segment."""
+        text = self._text.decode("utf-8", errors="replace")
+        ctx = MonitorContext(text=text, prompt=self.prompt, monitor=monitor.name, state=self.state)
+        result = _call(monitor, ctx)
+        try:
+            constraint = region_constraint(result)
+        except EmptyRegionError:
+            if monitor.on_empty == "skip":
+                constraint = None
+            else:
+                raise MonitorError("allowed no names", monitor=monitor.name, text=text) from None
+        except CorralError as e:
+            raise MonitorError(str(e), monitor=monitor.name, text=text) from e
+        if constraint is None:
+            grammar = outside_grammar(self.triggers)
+        else:
+            try:
+                grammar = region_grammar(constraint, self.triggers, monitor.end)
+            except CorralError as e:
+                raise MonitorError(str(e), monitor=monitor.name, text=text) from e
+        self._segments.append(self._segment(self._compiler.compile(grammar)))
+        if self.base is not None and not self.allowed_token_ids().size:
+            self._segments.pop()
+            raise MonitorError(
+                "what it allowed cannot follow under the generation's own constraint",
+                monitor=monitor.name,
+                text=text,
+            )
+
+
+def _call(monitor: Monitor, ctx: MonitorContext) -> Any:
+    """``monitor.allowed(ctx)``, within its timeout; any failure is a MonitorError."""
+    try:
+        if monitor.is_async:
+            return asyncio.run(asyncio.wait_for(monitor.allowed(ctx), monitor.timeout_s))
+        if monitor.timeout_s is None:
+            return monitor.allowed(ctx)
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        try:
+            return pool.submit(monitor.allowed, ctx).result(timeout=monitor.timeout_s)
+        finally:
+            pool.shutdown(wait=False)
+    except (TimeoutError, concurrent.futures.TimeoutError):
+        raise MonitorError(
+            f"its callback took longer than {monitor.timeout_s} s",
+            monitor=monitor.name,
+            text=ctx.text,
+        ) from None
+    except Exception as e:
+        raise MonitorError(
+            f"its callback raised {type(e).__name__}: {e}", monitor=monitor.name, text=ctx.text
+        ) from e
