@@ -54,9 +54,10 @@ class Monitor:
     """A constraint computed while generating.
 
     Args:
-        trigger: a Python regular expression over the text generated so far; the monitor
-            is asked at the first position where the text ends with a full match of it
-            (``r"\\."``: after every dot). See ``corral/monitors/trigger.py``.
+        trigger: a Python regular expression over the text generated so far (since the
+            last monitored region ended, if any); the monitor is asked at the first
+            position where that text ends with a full match of it (``r"\\."``: after every
+            dot). No token crosses a trigger. See ``corral/monitors/trigger.py``.
         allowed: ``allowed(context) -> constraint`` (a function or an ``async``
             function), called with a :class:`MonitorContext`. It returns names (an
             iterable of strings, or an :class:`~corral.EntitySet`): the text must go on

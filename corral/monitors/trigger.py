@@ -1,7 +1,9 @@
 """The automaton of text outside monitored regions, which says where a trigger fires.
 
-A monitor's trigger is a Python regular expression over the text generated so far. It
-*fires* at the first position where some suffix of the text matches it in full: ``\\.``
+A monitor's trigger is a Python regular expression over the text outside monitored
+regions: the text generated so far, or since the last region ended (a region's own text
+is not searched, and a trigger does not look back into it). It *fires* at the first
+position where some suffix of that text matches it in full: ``\\.``
 fires after each ``.`` (the text then ends with a match), ``(?<![\\w.])[A-Za-z_]\\w*\\.``
 after a name and a dot that no other name or dot precedes, and ``^import `` only at the
 start of the text (``^`` without ``(?m)`` is the text's start; a trailing ``$`` or ``\\Z``
