@@ -19,7 +19,7 @@ import corral
 from corral import EntitySet
 from corral.errors import UnsupportedFeatureError
 from corral.grammar.json_schema.load import SchemaError
-from corral.grammar.regex.dawg import dawg
+from corral.grammar.regex.dawg import dawg, trie
 
 
 def _catalogue(n: int, seed: int = 0) -> list[str]:
@@ -77,6 +77,19 @@ def test_the_minimal_automaton_reads_exactly_the_set_with_the_fewest_states(
                 live.add(s)
                 changed = True
     assert live == set(range(d.n_states))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.binary(max_size=6).map(lambda b: bytes(x % 4 + 97 for x in b)), max_size=25))
+def test_the_trie_reads_exactly_the_set_with_one_state_a_prefix(words: set[bytes]) -> None:
+    d = trie(words)
+    if not words:
+        assert d.is_empty()
+        return
+    prefixes = {w[:i] for w in words for i in range(len(w) + 1)}
+    assert d.n_states == len(prefixes)
+    for p in prefixes | {w + b"a" for w in words} | {b"b" + w for w in words}:
+        assert d.matches(p) == (p in words), p
 
 
 def test_an_entity_set_is_read_from_a_file_one_name_a_line(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ import numpy as np
 
 from .sparse import SparseDFA
 
-__all__ = ["dawg", "sorted_unique", "trie_states"]
+__all__ = ["dawg", "sorted_unique", "trie", "trie_states"]
 
 
 def trie_states(strings: list[bytes]) -> int:
@@ -105,6 +105,19 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
     out = np.empty(s.shape[0], np.int64)
     out[order] = np.cumsum(new) - 1
     return out
+
+
+def trie(strings: Iterable[bytes]) -> SparseDFA:
+    """The trie of ``strings`` as a DFA (not minimal: every prefix is a state of its own).
+    Same language as :func:`dawg`, built several times faster (no merging), for sets used
+    once; states in preorder, start state ``0``."""
+    buf, offs = sorted_unique(strings)
+    if offs.shape[0] == 1:
+        return SparseDFA.empty()
+    parent, label, accept = _trie(buf, offs)
+    n = parent.shape[0]
+    src = parent[1:].astype(np.int64)
+    return SparseDFA.from_edges(n, src, label[1:], np.arange(1, n, dtype=np.int64), accept)
 
 
 def dawg(strings: Iterable[bytes]) -> SparseDFA:
