@@ -39,8 +39,8 @@ def test_a_region_allows_only_the_members_the_callback_names() -> None:
     m = MonitoredMatcher(v, [Monitor(r"\.", allowed, on_empty="skip")])
     m.consume_tokens(_ids("x = os"))
     m.consume(_ids(".")[0])
-    assert calls == ["x = os."]
     allowed_now = {v.token_bytes(t) for t in m.allowed_token_ids().tolist()}
+    assert calls == ["x = os."]
     assert b"path" in allowed_now and b"get" in allowed_now
     assert b"items" not in allowed_now and b"sep" not in allowed_now
     m.consume_tokens(_ids("path"))
@@ -92,8 +92,11 @@ def test_failing_callbacks_fail_the_generation() -> None:
         (Monitor(r"\.", lambda ctx: []), "allowed no names"),
     ]:
         m = MonitoredMatcher(v, [mon])
+        m.consume_tokens(_ids("os."))  # asked when the next mask needs the region
         with pytest.raises(MonitorError, match=re.escape(what)):
-            m.consume_tokens(_ids("os."))
+            m.allowed_token_ids()
+        with pytest.raises(MonitorError, match=re.escape(what)):
+            m.consume(_ids("x")[0])  # still not asked successfully: never unconstrained
 
 
 def test_async_callbacks_are_awaited() -> None:
@@ -109,3 +112,22 @@ def test_async_callbacks_are_awaited() -> None:
     assert b"get" not in {v.token_bytes(t) for t in m.allowed_token_ids().tolist()}
     m.consume_tokens(_ids("path"))
     assert m.is_accepting()
+
+
+def test_checking_a_token_that_fires_a_trigger_does_not_ask_the_monitor() -> None:
+    """AWRS checks a drawn token with try_consume and rolls it back: a trigger at its end
+    is asked only when the next mask needs the region."""
+    v = load_vocab("llama3")
+    calls: list[str] = []
+
+    def allowed(ctx: MonitorContext) -> list[str]:
+        calls.append(ctx.text)
+        return ["path"]
+
+    m = MonitoredMatcher(v, [Monitor(r"\.", allowed)])
+    m.consume_tokens(_ids("os"))
+    dot = _ids(".")[0]
+    assert m.try_consume(dot)
+    m.rollback(1)
+    assert calls == [] and m.try_consume(dot) and calls == []
+    assert m.allowed_token_ids().size and calls == ["os."]

@@ -119,8 +119,12 @@ class MonitoredMatcher:
         self.vocab_size = outside.vocab_size
         self._segments = [self._segment(outside)]
         self._text = bytearray()
-        # (segments, text length) before each consumed token
-        self._history: list[tuple[int, int]] = []
+        # the monitor whose trigger fired at the end of the text, not asked yet (it is
+        # asked when the next mask or token needs its region: an AWRS check that rolls
+        # the token back never calls it)
+        self._pending = -1
+        # (segments, text length, pending) before each consumed token
+        self._history: list[tuple[int, int, int]] = []
         self._row = np.zeros(outside.words, np.uint32)
 
     # -- queries ----------------------------------------------------------------------
@@ -137,6 +141,7 @@ class MonitoredMatcher:
         return bool(self._segments[-1].matcher.is_finished())
 
     def is_accepting(self) -> bool:
+        self._settle()
         return bool(self._segments[-1].matcher.is_accepting()) and (
             self.base is None or bool(self.base.is_accepting())
         )
@@ -151,6 +156,7 @@ class MonitoredMatcher:
 
     def fill_row(self, dst: np.ndarray) -> None:
         """The mask into ``dst`` (``uint32 [W]``, overwritten)."""
+        self._settle()
         self._segments[-1].matcher.fill_row(dst)
         if self.base is not None:
             self.base.fill_row(self._row)
@@ -165,11 +171,12 @@ class MonitoredMatcher:
     # -- consuming --------------------------------------------------------------------
     def consume(self, token_id: int) -> None:
         """Advance by one token; :class:`TokenRejectedError` if it is not allowed (nothing
-        changes then). Where a trigger fires at the token's end, the monitor is asked
-        and its region begins (:class:`MonitorError` if that fails; the token stays
-        consumed)."""
+        changes then). Where a trigger fires at the token's end, its monitor is asked
+        when the next mask or token needs the region (:class:`MonitorError` then if that
+        fails)."""
+        self._settle()
         seg = self._segments[-1]
-        before = (len(self._segments), len(self._text))
+        before = (len(self._segments), len(self._text), self._pending)
         seg.matcher.consume(token_id)  # raises TokenRejectedError, changing nothing
         if self.base is not None:
             try:
@@ -181,9 +188,7 @@ class MonitoredMatcher:
         self._text += self.vocab.token_bytes(token_id)
         if self.is_finished():
             return
-        hit = seg.fired()
-        if hit >= 0:
-            self._enter(self.monitors[hit])
+        self._pending = seg.fired()
 
     def consume_tokens(self, token_ids: Iterable[int]) -> None:
         for t in token_ids:
@@ -203,7 +208,7 @@ class MonitoredMatcher:
                 f"cannot roll back {num_tokens} tokens: {len(self._history)} consumed"
             )
         for _ in range(num_tokens):
-            n_segments, text_len = self._history.pop()
+            n_segments, text_len, self._pending = self._history.pop()
             del self._segments[n_segments:]
             self._segments[-1].matcher.rollback(1)
             if self.base is not None:
@@ -228,6 +233,16 @@ class MonitoredMatcher:
         return []
 
     # -- regions ----------------------------------------------------------------------
+    def _settle(self) -> None:
+        """Enter the region of a trigger that fired, if one did and was not asked yet."""
+        if self._pending >= 0:
+            hit, self._pending = self._pending, -1
+            try:
+                self._enter(self.monitors[hit])
+            except MonitorError:
+                self._pending = hit  # not asked successfully: asked again next time
+                raise
+
     def _segment(self, compiled: Any) -> _Segment:
         """A fresh segment of a compiled segment grammar."""
         t = compiled.tables
