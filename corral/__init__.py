@@ -35,6 +35,7 @@ from .errors import (
     InvalidArgumentError,
     Location,
     MatcherStateError,
+    MonitorError,
     PromptTooLongError,
     ShapeError,
     TokenizerError,
@@ -71,6 +72,9 @@ _LAZY = {
     "diffusion_decode": "corral.sampler.diffusion",
     "tool_calls": "corral.grammar.tool_calls",
     "parse_tool_calls": "corral.grammar.tool_calls",
+    "Monitor": "corral.monitors.monitor",
+    "MonitorContext": "corral.monitors.monitor",
+    "MonitoredMatcher": "corral.monitors.matcher",
 }
 
 __all__ = [
@@ -91,6 +95,10 @@ __all__ = [
     "Location",
     "Matcher",
     "MatcherStateError",
+    "Monitor",
+    "MonitorContext",
+    "MonitorError",
+    "MonitoredMatcher",
     "PromptTooLongError",
     "SchemaError",
     "ShapeError",
@@ -138,6 +146,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .integrations.extract import extract
     from .integrations.generate import Generation, generate, stream
     from .integrations.infill import Infill, infill
+    from .monitors.matcher import MonitoredMatcher
+    from .monitors.monitor import Monitor, MonitorContext
     from .sampler.diffusion import diffusion_decode
 
 

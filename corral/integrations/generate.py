@@ -191,6 +191,8 @@ def stream(
     heal: bool | None = None,
     n_particles: int = 16,
     asap_path: str | os.PathLike[str] | None = None,
+    monitors: Any = None,
+    monitor_state: Any = None,
     **schema_options: Any,
 ) -> Iterator[str]:
     """Like :func:`generate`, yielding text pieces as they are produced.
@@ -206,7 +208,8 @@ def stream(
         asap_path=asap_path,
     )  # fmt: skip
     session = _Session(model, prompt, config, schema=schema, grammar=grammar, regex=regex,
-                       tokenizer=tokenizer, chat=chat, heal=heal, **schema_options)  # fmt: skip
+                       tokenizer=tokenizer, chat=chat, heal=heal, monitors=monitors,
+                       monitor_state=monitor_state, **schema_options)  # fmt: skip
     yield from session.pieces()
     session.finish()
 
@@ -231,6 +234,8 @@ def generate(
     details: bool = False,
     n_particles: int = 16,
     asap_path: str | os.PathLike[str] | None = None,
+    monitors: Any = None,
+    monitor_state: Any = None,
     **schema_options: Any,
 ) -> Any:
     """Generate text that satisfies a constraint, and return it parsed and validated.
@@ -288,6 +293,12 @@ def generate(
             ``"smc"``/``"asap"`` do not heal (``True`` raises ``InvalidArgumentError``).
         details: return a :class:`Generation` (value, text, tokens, statistics) instead of
             the value alone.
+        monitors: :class:`~corral.Monitor` objects (or one): constraints computed while
+            generating. Where a monitor's trigger fires, its callback says what may
+            follow (see :mod:`corral.monitors`); with ``schema``/``grammar``/``regex``
+            both constrain, without them the rest of the text is free. Needs
+            ``sampler="mask"`` or ``"awrs"``; token healing is off.
+        monitor_state: any object, passed to every callback as ``context.state``.
         schema_options: JSON Schema options (``whitespace``, ``property_order``, ...).
 
     Returns:
@@ -312,7 +323,8 @@ def generate(
         asap_path=asap_path,
     )  # fmt: skip
     session = _Session(model, prompt, config, schema=schema, grammar=grammar, regex=regex,
-                       tokenizer=tokenizer, chat=chat, heal=heal, **schema_options)  # fmt: skip
+                       tokenizer=tokenizer, chat=chat, heal=heal, monitors=monitors,
+                       monitor_state=monitor_state, **schema_options)  # fmt: skip
     for _ in session.pieces():
         pass
     result = session.finish()
@@ -335,19 +347,36 @@ class _Session:
         tokenizer: Any,
         chat: bool,
         heal: bool | None = None,
+        monitors: Any = None,
+        monitor_state: Any = None,
         **schema_options: Any,
     ) -> None:
         self.config = config
+        if monitors is not None:  # constraints computed while generating: corral/monitors
+            from ..monitors.decoding import check_monitored, monitored_matcher
+
+            monitors = check_monitored(monitors, sampler=config.sampler, heal=heal)
+            heal = False
         self.heal = _resolve_heal(heal, config.sampler, text_prompt=isinstance(prompt, str),
                                   chat=chat)  # fmt: skip
         self.model, self.tokenizer = resolve_model(model, tokenizer)
         self.vocab = vocabulary_for(self.model, self.tokenizer)
-        self.compiled, self.parse = compile_constraint(
-            self.vocab, schema=schema, grammar=grammar, regex=regex, **schema_options
-        )
+        if monitors is not None and schema is None and grammar is None and regex is None:
+            # free text under the monitors alone
+            self.compiled: Any = None
+            self.parse: Callable[[str], Any] = str
+        else:
+            self.compiled, self.parse = compile_constraint(
+                self.vocab, schema=schema, grammar=grammar, regex=regex, **schema_options
+            )
         self.ids = prompt_ids(self.tokenizer, prompt, chat=chat)
         check_prompt_length(len(self.ids), context_length(getattr(self.model, "config", None)))
-        self.matcher = self.compiled.matcher()
+        if monitors is None:
+            self.matcher = self.compiled.matcher()
+        else:
+            self.matcher = monitored_matcher(
+                self.vocab, monitors, self.compiled, prompt=prompt, state=monitor_state
+            )
         self.stats = GenerationStats()
         self.tokens: list[int] = []
         self._result: Generation | None = None

@@ -46,6 +46,9 @@ from .trigger import TriggerAutomaton, trigger_automaton
 __all__ = ["MonitoredMatcher"]
 
 
+_UNKNOWN = -2
+
+
 @dataclass
 class _Segment:
     """One segment: a matcher of its grammar, and where its ``OUT`` lexer states lie."""
@@ -121,7 +124,7 @@ class MonitoredMatcher:
         self._text = bytearray()
         # the monitor whose trigger fired at the end of the text, not asked yet (it is
         # asked when the next mask or token needs its region: an AWRS check that rolls
-        # the token back never calls it)
+        # the token back never calls it); _UNKNOWN: not looked up yet
         self._pending = -1
         # (segments, text length, pending) before each consumed token
         self._history: list[tuple[int, int, int]] = []
@@ -186,9 +189,7 @@ class MonitoredMatcher:
                 raise
         self._history.append(before)
         self._text += self.vocab.token_bytes(token_id)
-        if self.is_finished():
-            return
-        self._pending = seg.fired()
+        self._pending = _UNKNOWN  # read from the chart when needed (not on AWRS checks)
 
     def consume_tokens(self, token_ids: Iterable[int]) -> None:
         for t in token_ids:
@@ -235,6 +236,9 @@ class MonitoredMatcher:
     # -- regions ----------------------------------------------------------------------
     def _settle(self) -> None:
         """Enter the region of a trigger that fired, if one did and was not asked yet."""
+        if self._pending == _UNKNOWN:
+            seg = self._segments[-1]
+            self._pending = -1 if seg.matcher.is_finished() else seg.fired()
         if self._pending >= 0:
             hit, self._pending = self._pending, -1
             try:
