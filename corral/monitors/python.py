@@ -1,0 +1,94 @@
+"""A monitor of Python member access, backed by ``jedi``'s static analysis.
+
+After ``expr.`` in generated code, the names ``jedi`` infers for ``expr`` in the context
+of the whole file (the prompt and the code generated so far) and its imports are the only
+ones that may follow, so a model cannot call a method that does not exist. Where ``jedi``
+infers nothing (a float literal's dot, a dot in a comment or string, an object it cannot
+resolve), the region is skipped and the text stays free.
+
+``pip install jedi`` (or ``corral[monitors]``).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+from collections.abc import Callable
+
+from ..errors import InvalidArgumentError
+from .monitor import Monitor, MonitorContext
+
+__all__ = ["MEMBER_TRIGGER", "at_member_dot", "python_members"]
+
+MEMBER_TRIGGER = r"(?:[A-Za-z_][A-Za-z0-9_]*|[)\]])\."
+"""A dot after a name or a closing bracket (not after a digit: ``1.5``)."""
+
+# completions that name members (jedi's types); "path" (inside strings) and "keyword" are not
+_MEMBER_TYPES = frozenset(
+    {"module", "class", "instance", "function", "param", "property", "statement"}
+)
+
+
+def python_members(
+    *,
+    path: str | os.PathLike[str] | None = None,
+    project: str | os.PathLike[str] | None = None,
+    source: Callable[[MonitorContext], str] | None = None,
+    timeout_s: float | None = 30.0,
+) -> Monitor:
+    """A :class:`Monitor` that allows, after ``expr.``, the members ``jedi`` infers.
+
+    Args:
+        path: the file the code is written in (``jedi`` resolves relative imports and the
+            project's modules from it).
+        project: the project's root folder (default: found from ``path``).
+        source: ``source(context) -> code``: the whole file up to the trigger (default:
+            the prompt followed by the generated text).
+        timeout_s: the monitor's timeout (``jedi``'s first call in a process loads its
+            caches: seconds).
+
+    Raises:
+        InvalidArgumentError: ``jedi`` is not installed.
+    """
+    try:
+        import jedi
+    except ImportError as e:
+        raise InvalidArgumentError(
+            "python_members() needs jedi: pip install jedi (or corral[monitors])"
+        ) from e
+    proj = jedi.Project(os.fspath(project)) if project is not None else None
+    code_of = source or (lambda ctx: ctx.prompt + ctx.text)
+
+    def allowed(ctx: MonitorContext) -> list[str] | None:
+        code = code_of(ctx)
+        if not at_member_dot(code):
+            return None  # a dot in a comment, a string or a number: not constrained
+        lines = code.split("\n")
+        script = jedi.Script(code, path=None if path is None else os.fspath(path), project=proj)
+        found = script.complete(len(lines), len(lines[-1]))
+        names = sorted({c.name for c in found if c.type in _MEMBER_TYPES})
+        return names or None  # nothing inferred: this dot is not constrained
+
+    return Monitor(
+        MEMBER_TRIGGER, allowed, name="python members", end="identifier", timeout_s=timeout_s
+    )
+
+
+def at_member_dot(code: str) -> bool:
+    """Whether ``code`` ends with a member-access dot in Python code, by Python's own
+    tokenizer: not in a comment, a string (closed or not) or a number (``1.``)."""
+    toks = []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(code).readline):
+            toks.append(t)
+    except tokenize.TokenError as e:  # EOF inside a bracket (fine) or a string (not code)
+        if "string" in str(e):
+            return False
+    except SyntaxError:
+        return False
+    if any(t.type == tokenize.ERRORTOKEN and t.string in ("'", '"') for t in toks):
+        return False  # an unterminated one-line string
+    skip = (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.DEDENT, tokenize.INDENT)
+    real = [t for t in toks if t.type not in skip]
+    return bool(real) and real[-1].type == tokenize.OP and real[-1].string == "."
