@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..grammar.regex import ByteDFA, python_regex_dfa
-from ..grammar.regex.dfa import minimize, trim
+from ..grammar.regex.dfa import minimize_marked
 
 __all__ = ["TriggerAutomaton", "search_dfa", "trigger_automaton"]
 
@@ -149,24 +149,9 @@ def _utf8() -> ByteDFA:
 
 def _minimal(trans: np.ndarray, fired: np.ndarray, k: int) -> TriggerAutomaton:
     """Minimise ``trans`` (every state accepting) keeping states of different ``fired``
-    labels apart: each label is a column to one extra state, as in
-    ``regex.dfa.minimize_with_blocked``."""
-    n = trans.shape[0]
-    mark = n
-    aug = np.full((n + 1, 256 + k + 1), -1, np.int32)
-    aug[:n, :256] = trans
-    aug[np.arange(n), 256 + np.where(fired >= 0, fired, k)] = mark
-    acc = np.zeros(n + 1, bool)
-    acc[mark] = True
-    aug, acc = trim(aug, acc)
-    t, a = minimize(aug, acc)
-    m = int(np.flatnonzero(a)[0])
-    keep = np.flatnonzero(np.arange(t.shape[0]) != m)
-    new_id = np.full(t.shape[0], -1, np.int32)
-    new_id[keep] = np.arange(keep.shape[0], dtype=np.int32)
-    real = t[keep, :256]
-    real = np.where(real >= 0, new_id[np.where(real >= 0, real, 0)], -1).astype(np.int32)
-    label_cols = t[keep, 256:]
-    labels = np.where(label_cols[:, :k] == m, np.arange(k)[None, :], k).min(axis=1)
-    labels = np.where(labels == k, -1, labels).astype(np.int32)
-    return TriggerAutomaton(ByteDFA(real, np.ones(real.shape[0], bool)), labels)
+    labels apart (label ``k`` stands for "none", so every state carries a mark)."""
+    marks = np.zeros((trans.shape[0], k + 1), bool)
+    marks[np.arange(trans.shape[0]), np.where(fired >= 0, fired, k)] = True
+    real, marked = minimize_marked(trans, marks)
+    labels = np.where(marked[:, :k].any(axis=1), marked[:, :k].argmax(axis=1), -1)
+    return TriggerAutomaton(ByteDFA(real, np.ones(real.shape[0], bool)), labels.astype(np.int32))

@@ -735,12 +735,24 @@ def minimize_with_blocked(
     if end_blocked is None or not (end_blocked[accept] & (trans[accept] < 0)).any():
         t, a = minimize(trans, accept)
         return ByteDFA(t, a), None
+    marks = np.hstack([accept[:, None], end_blocked & accept[:, None] & (trans < 0)])
+    real, marked = minimize_marked(trans, marks)
+    blocked = marked[:, 1:]
+    return ByteDFA(real, marked[:, 0]), blocked if blocked.any() else None
+
+
+def minimize_marked(trans: np.ndarray, marks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Minimise ``trans`` (``int32 [n, 256]``) keeping apart states whose ``marks``
+    (``bool [n, c]``) differ; every state must carry a mark or reach one that does.
+
+    Each mark is a column to one extra accepting state, so plain Hopcroft minimisation
+    keeps the marks apart; they are read back after. Returns the minimal transitions
+    (start state 0) and their marks (``bool [m, c]``)."""
     n = trans.shape[0]
-    mark = n  # the extra state: reached by "accepts" and "blocks byte b" columns
-    aug = np.full((n + 1, 513), -1, np.int32)
+    mark = n
+    aug = np.full((n + 1, 256 + marks.shape[1]), -1, np.int32)
     aug[:n, :256] = trans
-    aug[:n, 256] = np.where(accept, mark, -1)
-    aug[:n, 257:] = np.where(end_blocked & accept[:, None] & (trans < 0), mark, -1)
+    aug[:n, 256:] = np.where(marks, mark, -1)
     acc = np.zeros(n + 1, bool)
     acc[mark] = True
     t, a = minimize(aug, acc)
@@ -750,8 +762,7 @@ def minimize_with_blocked(
     new_id[keep] = np.arange(keep.shape[0], dtype=np.int32)
     real = t[keep, :256]
     real = np.where(real >= 0, new_id[np.where(real >= 0, real, 0)], -1).astype(np.int32)
-    blocked = t[keep, 257:] == m
-    return ByteDFA(real, t[keep, 256] == m), blocked if blocked.any() else None
+    return real, t[keep, 256:] == m
 
 
 def nfa_to_byte_dfa(
