@@ -1,5 +1,6 @@
-"""First use in a fresh process, side by side: corral (empty Numba cache, after ``corral
-warmup``, and a second process) against llguidance and XGrammar.
+"""First use in a fresh process, side by side: corral (a fresh install with its prebuilt
+kernels; nothing prebuilt and an empty Numba cache; a second process) against llguidance
+and XGrammar.
 
 Usage (from the repository root)::
 
@@ -11,12 +12,17 @@ Schema (:data:`SCHEMA`), fill the first mask, then mask and consume its instance
 token (the first document). corral's Numba cache is a fresh ``NUMBA_CACHE_DIR`` per
 scenario, so a checkout's own ``__pycache__`` never helps:
 
-* ``corral, empty cache``: nothing compiled (a fresh install, a new container image);
-* ``corral, after warmup``: ``python -m corral warmup`` ran first in another process (its
-  own duration is reported beside);
-* ``corral, second process``: the cache the empty-cache process filled;
+* ``corral, fresh install``: the package's prebuilt kernels (``corral/jit.py``; built by
+  ``pip install``, here by the editable install of this checkout) and nothing in Numba's
+  cache; skipped, with a line saying so, where this checkout has none for its sources;
+* ``corral, nothing prebuilt, empty cache``: ``CORRAL_PREBUILT=0``, nothing compiled (what
+  a fresh install without prebuilt kernels pays);
+* ``corral, nothing prebuilt, second process``: the cache that process filled;
 * the same without jsonschema's format extras: ``rfc3987_syntax`` made unimportable in
   the process (as in an install of corral alone, whose dependencies do not pull it).
+
+Then ``corral warmup`` from an empty Numba cache, wall and CPU time (with the prebuilt
+kernels; ``--warmup-from-scratch`` also without them).
 
 The peers have no JIT: one fresh process each. "to first mask" is import + tokenizer
 tables + compile + first mask, what a new process waits before its first constrained
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -59,10 +66,12 @@ INSTANCE = {"name": "Ada Lovelace", "age": 36, "email": "ada@example.org", "tags
 WITHOUT_EXTRAS = "rfc3987_syntax"
 
 
-def _env(cache: Path, without: str = "") -> dict[str, str]:
-    """This environment with Numba's cache at ``cache``, this checkout importable and the
-    modules ``without`` (comma-separated) treated as not installed (``cold.py``)."""
+def _env(cache: Path, without: str = "", prebuilt: bool = True) -> dict[str, str]:
+    """This environment with Numba's cache at ``cache``, this checkout importable, the
+    modules ``without`` (comma-separated) treated as not installed (``cold.py``) and, unless
+    ``prebuilt``, corral's prebuilt kernels ignored (``CORRAL_PREBUILT=0``)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1")
+    env["CORRAL_PREBUILT"] = "1" if prebuilt else "0"
     env["CORRAL_BENCH_WITHOUT"] = without
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
     return env
@@ -76,9 +85,10 @@ def _cold(
     schema: Path,
     cache: Path,
     without: str = "",
+    prebuilt: bool = True,
 ) -> dict[str, Any]:
     """One fresh ``cold.py --schema`` process; its row, with ``to_first_mask_ms``."""
-    env = _env(cache, without)
+    env = _env(cache, without, prebuilt)
     out = run_cold(engine, tok, vocab_size, eos, runs=1, schema=schema, env=env)
     if "error" in out:
         raise SystemExit(f"{engine}: cold.py failed:\n{out['error']}")
@@ -89,16 +99,33 @@ def _cold(
     return row
 
 
-def _warmup(cache: Path) -> float:
-    """Seconds ``python -m corral warmup`` took with Numba's cache at ``cache``."""
+def _warmup(cache: Path, prebuilt: bool) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds ``python -m corral warmup`` took with Numba's
+    cache at ``cache``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "corral", "warmup", "--quiet"],
-        env=_env(cache),
+        env=_env(cache, prebuilt=prebuilt),
         check=True,
         timeout=3600,
     )
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu
+
+
+def _has_prebuilt() -> bool:
+    """Whether the corral this benchmark runs has prebuilt kernels for its sources."""
+    out = subprocess.run(
+        [sys.executable, "-c", "from corral.jit import prebuilt_dir; print(prebuilt_dir())"],
+        env=_env(Path(tempfile.gettempdir()) / "unused"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip() != "None"
 
 
 def main() -> None:
@@ -109,6 +136,11 @@ def main() -> None:
     )
     ap.add_argument("--engines", default="corral,llguidance,xgrammar")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "results")
+    ap.add_argument(
+        "--warmup-from-scratch",
+        action="store_true",
+        help="also time `corral warmup` with the prebuilt kernels ignored (minutes)",
+    )
     args = ap.parse_args()
 
     from transformers import AutoTokenizer
@@ -118,6 +150,7 @@ def main() -> None:
     vocab_size = len(tok)
     eos = int(tok.eos_token_id)
     rows: list[dict[str, Any]] = []
+    warmups: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         schema = Path(tmp) / "schema.json"
         schema.write_text(json.dumps({"schema": SCHEMA, "instance": INSTANCE}))
@@ -127,38 +160,31 @@ def main() -> None:
                 rows.append({"scenario": engine, **row})
                 print(json.dumps(rows[-1]), flush=True)
                 continue
+            scenarios: list[tuple[str, Path, bool, str]] = []
+            if _has_prebuilt():
+                # a fresh install: the package's prebuilt kernels, nothing in Numba's cache
+                scenarios.append(("corral, fresh install", Path(tmp) / "numba-fresh", True, ""))
+            else:
+                print("no prebuilt kernels in this checkout (pip install -e . builds them)")
             cache = Path(tmp) / "numba-empty"
-            rows.append(
-                {
-                    "scenario": "corral, empty cache",
-                    **_cold(engine, tok_path, vocab_size, eos, schema, cache),
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
-            warm = Path(tmp) / "numba-warmup"
-            warm_s = _warmup(warm)
-            rows.append(
-                {
-                    "scenario": "corral, after warmup",
-                    "warmup_s": warm_s,
-                    **_cold(engine, tok_path, vocab_size, eos, schema, warm),
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
-            rows.append(
-                {
-                    "scenario": "corral, second process",
-                    **_cold(engine, tok_path, vocab_size, eos, schema, cache),
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
-            rows.append(
-                {
-                    "scenario": "corral, second process, without jsonschema's format extras",
-                    **_cold(engine, tok_path, vocab_size, eos, schema, cache, WITHOUT_EXTRAS),
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
+            scenarios += [
+                ("corral, nothing prebuilt, empty cache", cache, False, ""),
+                ("corral, nothing prebuilt, second process", cache, False, ""),
+                (
+                    "corral, nothing prebuilt, second process, without jsonschema's format extras",
+                    cache,
+                    False,
+                    WITHOUT_EXTRAS,
+                ),
+            ]
+            for name, where, prebuilt, without in scenarios:
+                row = _cold(engine, tok_path, vocab_size, eos, schema, where, without, prebuilt)
+                rows.append({"scenario": name, **row})
+                print(json.dumps(rows[-1]), flush=True)
+            for prebuilt in (True, False)[: 2 if args.warmup_from_scratch else 1]:
+                wall, cpu = _warmup(Path(tmp) / f"numba-warmup-{prebuilt}", prebuilt)
+                warmups.append({"prebuilt": prebuilt, "wall_s": wall, "cpu_s": cpu})
+                print(json.dumps(warmups[-1]), flush=True)
 
     print()
     print(f"Cold start, {label} ({vocab_size:,} tokens), one fresh process per row")
@@ -169,19 +195,25 @@ def main() -> None:
     )
     print("|---|--:|--:|--:|--:|--:|--:|")
     for r in rows:
-        name = r["scenario"] + (
-            f" ({r['warmup_s']:.0f} s warmup before)" if "warmup_s" in r else ""
-        )
+        name = r["scenario"]
         print(
             f"| {name} | {r['import_ms']:,.0f} | {r['setup_ms']:,.0f} | {r['compile_ms']:,.0f} "
             f"| {r['first_mask_us'] / 1e3:,.1f} | {r['to_first_mask_ms'] / 1e3:,.2f} "
             f"| {r['first_doc_ms']:,.0f} ({r['first_doc_tokens']}) |"
         )
+    for w in warmups:
+        kind = "with the prebuilt kernels" if w["prebuilt"] else "nothing prebuilt"
+        print(f"\n`corral warmup`, {kind}, empty Numba cache: {w['wall_s']:.1f} s wall, "
+              f"{w['cpu_s']:.1f} s CPU")  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y-%m-%dT%H%M%S")
     path = args.out / f"cold-start-{label}-{stamp}.json"
     env = environment(label, vocab_size)
-    path.write_text(json.dumps({"environment": env, "tokenizer": label, "rows": rows}, indent=1))
+    path.write_text(
+        json.dumps(
+            {"environment": env, "tokenizer": label, "rows": rows, "warmups": warmups}, indent=1
+        )
+    )
     print(f"\nwrote {path}")
 
 

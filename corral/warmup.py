@@ -1,15 +1,18 @@
-"""Compiling corral's Numba kernels ahead of first use (``corral warmup``).
+"""Driving every Numba kernel once (``corral warmup``, and the package build).
 
-The kernels are compiled by Numba on first use and cached on disk (in each kernel
-module's ``__pycache__``, or under ``NUMBA_CACHE_DIR``). With an empty cache (a fresh
-install, a new container image) the first compile and the first masks of a process pay
-that compilation; :func:`warmup` pays it ahead: it drives every kernel, with the
-argument types real use gives it, through the public API on a small built-in vocabulary
-and a few constraints, so that later processes load everything from the cache. It needs
-no model, tokenizer or network, and is safe to run again (a warm cache makes it fast).
+Each kernel's machine code is compiled by Numba the first time it runs with some argument
+types, unless a cache has it (see :mod:`corral.jit`): Numba's on-disk cache (each kernel
+module's ``__pycache__``, or ``NUMBA_CACHE_DIR``) or the prebuilt kernels a built package
+carries. :func:`warmup` drives every kernel, with the argument types real use gives it,
+through the public API on a small built-in vocabulary and a few constraints. Building the
+package runs it for a generic CPU to make the prebuilt kernels (:func:`corral.jit.prebuild`),
+so it is also the list of what a fresh install has ready. It needs no model, tokenizer or
+network, and is safe to run again.
 
-``python -m corral warmup`` (or ``corral warmup``) runs it with a progress bar; run it
-once after installing, e.g. in a Dockerfile after ``pip install corral``.
+``python -m corral warmup`` (or ``corral warmup``) runs it with a progress bar. With the
+prebuilt kernels in place it only loads them (seconds); an install without them (built with
+``CORRAL_NO_PREBUILD=1``, or with another Numba than the one it runs with) compiles
+everything once (minutes), e.g. in a Dockerfile after ``pip install``.
 """
 
 from __future__ import annotations

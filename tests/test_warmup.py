@@ -1,10 +1,12 @@
-"""``corral warmup`` leaves nothing for real use to compile.
+"""A fresh install's prebuilt kernels, or else ``corral warmup``, leave nothing for real use
+to compile.
 
-From an empty Numba cache (a fresh ``NUMBA_CACHE_DIR``), ``python -m corral warmup`` runs;
-then a second process does what users do (a real tokenizer, a JSON Schema, the Lark JSON
-grammar, a regex, an entity set and a span, masks, consumes, fast-forward, batched masks
-on torch logits, completion checks) and every corral kernel it calls must come from the
-cache: Numba counts a cache miss for each signature it had to compile.
+From an empty Numba cache (a fresh ``NUMBA_CACHE_DIR``), with the package's prebuilt
+kernels, or without them after ``python -m corral warmup`` ran, a process does what users
+do (a real tokenizer, a JSON Schema, the Lark JSON grammar, a regex, an entity set and a
+span, masks, consumes, fast-forward, batched masks on torch logits, completion checks) and
+every corral kernel it calls must come from a cache: Numba counts a cache miss for each
+signature it had to compile.
 """
 
 from __future__ import annotations
@@ -74,15 +76,51 @@ print(json.dumps({"misses": misses, "hits": hits}))
 """
 
 
-def _env(cache: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def _env(cache: Path, prebuilt: bool = False) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "CORRAL_PRE"))}
     env["NUMBA_CACHE_DIR"] = str(cache)
+    env["CORRAL_PREBUILT"] = "1" if prebuilt else "0"
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent), env.get("PYTHONPATH", "")])
     return env
 
 
+def _workload(path: Path, cache: Path, prebuilt: bool) -> dict[str, object]:
+    """Run :data:`WORKLOAD` in a fresh process; its counts of kernels loaded and compiled."""
+    run = subprocess.run(
+        [sys.executable, "-c", WORKLOAD, str(path), str(TESTS / "data/grammars/json.lark")],
+        env=_env(cache, prebuilt),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts: dict[str, object] = json.loads(run.stdout.strip().splitlines()[-1])
+    return counts
+
+
+def test_a_fresh_install_compiles_nothing_for_real_use(tmp_path: Path) -> None:
+    """With the package's prebuilt kernels (``corral/jit.py``) and an empty Numba cache,
+    real use loads every kernel: the first masks of a fresh install compile nothing."""
+    from corral.jit import prebuilt_dir
+
+    if prebuilt_dir() is None:
+        pytest.skip(
+            "this corral has no prebuilt kernels for its sources and versions (built with "
+            "CORRAL_NO_PREBUILD=1, an edited checkout, or another Numba than the build's)"
+        )
+    path = tokenizer_path("gpt2")
+    if path is None:
+        pytest.skip("tokenizer 'gpt2' unavailable (see tests/support/tokenizers.py)")
+    counts = _workload(path, tmp_path / "empty", prebuilt=True)
+    assert counts["hits"], "no corral kernel was loaded from the prebuilt kernels"
+    assert counts["misses"] == {}, f"compiled on a fresh install: {counts['misses']}"
+    assert not list((tmp_path / "empty").rglob("*.nbc"))
+
+
 def test_warmup_leaves_nothing_to_compile(tmp_path: Path) -> None:
+    """Without prebuilt kernels (``CORRAL_PREBUILT=0``), ``corral warmup`` compiles into
+    Numba's cache everything real use needs."""
     path = tokenizer_path("gpt2")
     if path is None:
         pytest.skip("tokenizer 'gpt2' unavailable (see tests/support/tokenizers.py)")
@@ -95,18 +133,10 @@ def test_warmup_leaves_nothing_to_compile(tmp_path: Path) -> None:
         timeout=1800,
     )
     assert warm.returncode == 0, warm.stderr
-    assert "kernels compiled and cached" in warm.stderr
+    assert "no prebuilt kernels" in warm.stderr
     assert any(cache.rglob("*.nbi")), "warmup wrote no Numba cache index"
-    run = subprocess.run(
-        [sys.executable, "-c", WORKLOAD, str(path), str(TESTS / "data/grammars/json.lark")],
-        env=_env(cache),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    counts = json.loads(run.stdout.strip().splitlines()[-1])
-    assert counts["hits"] > 0, "no corral kernel was loaded from Numba's cache"
+    counts = _workload(path, cache, prebuilt=False)
+    assert counts["hits"], "no corral kernel was loaded from Numba's cache"
     assert counts["misses"] == {}, f"compiled after warmup (not cached by it): {counts['misses']}"
 
 
@@ -119,8 +149,8 @@ def test_warmup_cli_progress_and_quiet(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["warmup"]) == 0
     err = capsys.readouterr().err
     for name in STEPS:
-        assert f"compiling: {name}" in err
+        assert f"kernels for: {name}" in err
     assert f"{len(STEPS)}/{len(STEPS)}" in err
-    assert "corral warmup: kernels compiled and cached in" in err
+    assert "corral warmup: every kernel ready in" in err
     assert main(["warmup", "--quiet"]) == 0
     assert capsys.readouterr().err == ""

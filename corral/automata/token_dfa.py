@@ -12,9 +12,9 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from ..grammar.regex import ByteDFA
+from ..jit import kernel
 from .vocabulary import EOS, NORMAL
 
 
@@ -114,7 +114,7 @@ class TokenDFA:
         return cls.from_byte_dfa(term.dfa, compiled.vocab, empty=empty)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _token_trans(byte_trans, data, offsets, normal, out):  # type: ignore[no-untyped-def]
     for q in range(byte_trans.shape[0]):
         for t in range(offsets.shape[0] - 1):

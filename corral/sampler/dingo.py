@@ -22,13 +22,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from ..automata.token_dfa import TokenDFA
 from ..errors import InvalidArgumentError, ShapeError
+from ..jit import kernel
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _forward(logp, trans, q0, use_max):  # type: ignore[no-untyped-def]
     """``W [d+1, Q']`` (max or log-sum-exp of log-probabilities) and, for max, the
     back-pointers ``(state, token) [d+1, Q']``."""

@@ -45,11 +45,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from ..automata.kernels import earley
 from ..automata.vocabulary import NORMAL
 from ..errors import ArgumentTypeError, InvalidArgumentError, MatcherStateError, TokenRejectedError
+from ..jit import kernel
 from .registry import sampler_entry
 
 __all__ = ["HealingView", "heal_prompt", "resolve_heal"]
@@ -99,7 +99,7 @@ def heal_prompt(vocab: Any, ids: Sequence[int]) -> tuple[list[int], bytes]:
     return out[:-1], data
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _walk_below(
     gt,
     lex,

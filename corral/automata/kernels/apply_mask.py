@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ...jit import kernel
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def mask_rows(logits: np.ndarray, rows: np.ndarray, bitmask: np.ndarray, vocab_size: int) -> None:
     """``logits[rows[j], i] = -inf`` wherever bit ``i`` of ``bitmask[j]`` is 0, and for every
     ``i >= vocab_size``.

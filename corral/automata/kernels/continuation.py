@@ -35,8 +35,8 @@ that can complete the start rule) stay apart.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import kernel
 from .layout import (
     H_G,
     H_ITEM_LHS,
@@ -64,7 +64,7 @@ _K_SYM = 0x2127599BF4325C37
 _K_REF = 0x61C8864680B583EB
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def mix(x):  # type: ignore[no-untyped-def]
     """A 64-bit finaliser (splitmix64): spreads every input bit over the output."""
     x = (x ^ (x >> 31)) * 0x7FB5D329728EA185
@@ -77,7 +77,7 @@ def scratch_size(n_terminals: int, n_nonterminals: int) -> int:
     return 3 * (n_terminals + n_nonterminals) + 4 * MAX_DEPTH
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def classify_set(gt, P, L, S, stamp, ser, k, p_end, l_end):  # type: ignore[no-untyped-def]
     """Give the items of set ``k`` (rows ``S[k, S_P]:p_end`` and ``S[k, S_L]:l_end``) that
     originate in ``k`` their continuation classes. ``ser``: the set's serial (stamps the
@@ -120,7 +120,7 @@ def classify_set(gt, P, L, S, stamp, ser, k, p_end, l_end):  # type: ignore[no-u
                     L[q, L_CLASS] = v
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _cont(gt, P, stamp, k, ser, root, fr):  # type: ignore[no-untyped-def]
     """``cont(k, root)`` (never 0), or 0 if its unfolding is too large."""
     NT = gt[H_NT]
@@ -205,7 +205,7 @@ def _cont(gt, P, stamp, k, ser, root, fr):  # type: ignore[no-untyped-def]
     return 0  # pragma: no cover - the loop returns from the root frame
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _value(sym, h):  # type: ignore[no-untyped-def]
     v = mix(h + (sym + 1) * _K_SYM)
     return v if v != 0 else 1

@@ -44,8 +44,8 @@ caller grows the arrays and retries (nothing below the first set built was modif
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import kernel
 from .continuation import classify_set, mix, scratch_size
 from .layout import (
     C_ACC,
@@ -100,7 +100,7 @@ _SELF = 0x5BD1E995  # stands for "this set" as an origin in structural hashes
 _ROOT = 0x3C6EF372FE94F82B  # marks set 0's hash
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _add_p(P, stamp, sorig, ctx, it, o, cls):  # type: ignore[no-untyped-def]
     """Add parser item ``(it, o)`` of class ``cls`` to the set being built, unless an item
     of the same dotted rule and class is there already."""
@@ -127,7 +127,7 @@ def _add_p(P, stamp, sorig, ctx, it, o, cls):  # type: ignore[no-untyped-def]
     ctx[C_PC] = pc + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _add_l(L, stamp, sorig, ctx, ni, g, o, cls):  # type: ignore[no-untyped-def]
     """Add lexeme item ``(g, o)`` of class ``cls`` to the set being built, unless an item
     in the same lexer state and class is there already."""
@@ -154,7 +154,7 @@ def _add_l(L, stamp, sorig, ctx, ni, g, o, cls):  # type: ignore[no-untyped-def]
     ctx[C_LC] = lc + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, o):  # type: ignore[no-untyped-def]
     """A lexeme of terminal ``t`` started for set ``o`` ends here: advance set ``o``'s items
     (and, for an ignored terminal, carry set ``o``'s fresh lexemes over)."""
@@ -177,7 +177,7 @@ def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, o):  # type: ignore[no
             _add_p(P, stamp, sorig, ctx, it + 1, P[r, P_ORIGIN], P[r, P_CLASS])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _begin(S, ctx, k):  # type: ignore[no-untyped-def]
     ctx[C_PC] = S[k, S_P]
     ctx[C_LC] = S[k, S_L]
@@ -188,7 +188,7 @@ def _begin(S, ctx, k):  # type: ignore[no-untyped-def]
     ctx[C_OWNACC] = 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _seal(P, L, S, ctx, k):  # type: ignore[no-untyped-def]
     """Record set ``k``'s extent, accepting flag and structural hash."""
     p0 = S[k, S_P]
@@ -212,7 +212,7 @@ def _seal(P, L, S, ctx, k):  # type: ignore[no-untyped-def]
     S[k, S_HASH] = h
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
     """Earley closure (predict / complete) of completion set ``k``; then seal it.
 
@@ -280,7 +280,7 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
     return 0
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def init_chart(gt, lex, P, L, S, stamp, sorig, ctx):  # type: ignore[no-untyped-def]
     """Build set 0 (before any input). Returns 1 or an error. (``lex`` is unused; it
     keeps the signature of the other chart kernels.)"""
@@ -294,7 +294,7 @@ def init_chart(gt, lex, P, L, S, stamp, sorig, ctx):  # type: ignore[no-untyped-
     return _close(gt, P, L, S, stamp, sorig, ctx, 0)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
     """``end_lexemes`` inlined, for the hot call sites (a lexeme ending before a byte, in
     masks). Each inlined copy of the closure costs seconds of first compilation: rarer
@@ -328,7 +328,7 @@ def _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # typ
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type: ignore[no-untyped-def]
     """Build completion set ``k`` from set ``j``'s accepting lexeme items that end now.
 
@@ -340,7 +340,7 @@ def end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type
     return _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, k, byte):  # type: ignore[no-untyped-def]
     """Read ``byte`` after set ``k-1`` (the top); build the new sets from index ``k``.
 
@@ -373,7 +373,7 @@ def scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, k, byte):  # type: ignore[no-
     return seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0):  # type: ignore[no-untyped-def]
     """Seal byte set ``b`` (its lexeme items built from ``l0``) and record whether the
     text would be complete if it ended there (its pending lexemes end). Returns ``b + 1``,
@@ -401,14 +401,14 @@ def seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0):  # type: ignore[n
     return b + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def complete_state(gt, lex, P, L, S, stamp, sorig, ctx, k, g):  # type: ignore[no-untyped-def]
     """Build completion set ``k`` as if every lexeme item of set ``k-1`` in state ``g`` had
     read on to an accepting state and ended there. Returns ``k+1``, 0 or an error."""
     return _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, k - 1, k, -1, g)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def consume_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, data, start, stop):  # type: ignore[no-untyped-def]
     """Read ``data[start:stop]``; returns the new number of sets, 0 if rejected, or an error.
 
@@ -423,7 +423,7 @@ def consume_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, data, start, stop
     return k
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def allowed_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, out):  # type: ignore[no-untyped-def]
     """``out[b] = 1`` for every byte that can follow the input; returns the count (or error)."""
     count = 0
@@ -436,7 +436,7 @@ def allowed_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, out):  # type: ig
     return count
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def consume_special(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, g):  # type: ignore[no-untyped-def]
     """Read the special token whose terminal starts in lexer state ``g`` (a state with no
     byte transitions). Pending lexemes may end first (as at the end of a text); then the

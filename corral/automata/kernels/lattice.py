@@ -25,8 +25,8 @@ pass, instead of one pass per length.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import kernel
 from .earley import (
     _add_l,
     _begin,
@@ -57,7 +57,7 @@ from .layout import (
 from .lexer import lex_next
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _same_ends(gt, lex, L, S, j, c1, c2):  # type: ignore[no-untyped-def]
     """Whether classes ``c1`` and ``c2`` end the same lexeme items of set ``j``."""
     lex_accept = gt[H_LEX_ACCEPT]
@@ -68,7 +68,7 @@ def _same_ends(gt, lex, L, S, j, c1, c2):  # type: ignore[no-untyped-def]
     return True
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
     """Read one byte of any class in ``classes`` after set ``k-1`` (the top).
 
@@ -135,7 +135,7 @@ def scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     return seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ignore[no-untyped-def]
     """Read one optional gap byte (a byte of any class in ``classes``, or nothing) after
     set ``k-1`` (the top).
@@ -169,7 +169,7 @@ def scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     return u + 1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def scan_ops(  # type: ignore[no-untyped-def]
     gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp, classify
 ):
@@ -186,7 +186,7 @@ def scan_ops(  # type: ignore[no-untyped-def]
     return k
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _scan_ops(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp):  # type: ignore[no-untyped-def]
     k = n_sets
     skip = False  # the optional gap bytes left in this run change nothing
@@ -216,7 +216,7 @@ def _scan_ops(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, 
     return k
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def completable(
     gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp, classify
 ):  # type: ignore[no-untyped-def]
@@ -233,7 +233,7 @@ def completable(
     return r
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _completable(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp):  # type: ignore[no-untyped-def]
     k = _scan_ops(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, classes, comp)
     if k <= 0:

@@ -21,10 +21,11 @@ compiled into the kernels that use them: after editing this module in a checkout
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 from numba.core import types
 from numba.extending import overload
+
+from ...jit import kernel
 
 __all__ = ["lex_classes", "lex_dense", "lex_next"]
 
@@ -55,7 +56,7 @@ def lex_classes(lex):  # type: ignore[no-untyped-def]
     return int(lex_dense(lex).shape[1])
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _sparse_next(row_start, cls, dst, r, c):  # type: ignore[no-untyped-def]
     """Sparse row ``r``'s target for class ``c`` (binary search), or ``-1``. Out of line:
     inlined, its loop trips Numba's pedantic IR checks (``NumbaIRAssumptionWarning``)."""

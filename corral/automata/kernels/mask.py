@@ -34,8 +34,8 @@ are ranks.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import kernel
 from .earley import complete_state, end_lexemes
 from .layout import (
     C_SCRATCH,
@@ -111,13 +111,13 @@ MEMO_MIN = 48  # remember a walk's result below nodes with at least this many no
 _MEMO_PROBES = 16
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _follows(follow, t, b):  # type: ignore[no-untyped-def]
     """Whether byte ``b`` may start something after a lexeme of terminal ``t``."""
     return (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def lexer_state_walk(gt, lex, trie, runs, walk_memo, subtrees, g, dead, ends):  # type: ignore[no-untyped-def]
     """Walk the token trie from lexer state ``g``.
 
@@ -306,7 +306,7 @@ def lexer_state_walk(gt, lex, trie, runs, walk_memo, subtrees, g, dead, ends):  
     return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _add_ends(lex, byte_class, node_byte, subtree_end, s, x, ends, n_ends):  # type: ignore[no-untyped-def]
     """Record the end edges below node ``x`` (accepting state ``s``): each child whose
     byte the lexeme cannot read. Returns the count."""
@@ -321,7 +321,7 @@ def _add_ends(lex, byte_class, node_byte, subtree_end, s, x, ends, n_ends):  # t
     return n_ends
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end):  # type: ignore[no-untyped-def]
     """Record node ``x``'s subtree as dead ranks (merged with an adjacent last range);
     returns the new ``(pairs, tokens)`` counts."""
@@ -338,7 +338,7 @@ def _add_dead(dead, n_dead, n_dead_tok, rank_at, x, subtree_end):  # type: ignor
     return n_dead, n_dead_tok
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _may_skip(lex, byte_class, lex_accept, plain, run, step, excl, g, cap):  # type: ignore[no-untyped-def]
     """Whether some state the lexer can reach from ``g`` starts a plain run. Dense states
     (rows of ``lex``) reach only dense states; a sparse automaton is acyclic, so it
@@ -370,7 +370,7 @@ def _may_skip(lex, byte_class, lex_accept, plain, run, step, excl, g, cap):  # t
     return False
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _walk_all(lex, byte_class, lex_accept, tr, ru, sm, states, g, dead, ends, trap):  # type: ignore[no-untyped-def]
     """``lexer_state_walk`` without plain-run skipping (no state the walk can reach starts
     one): every live node is visited, except subtrees found in the memo. ``trap``: the
@@ -420,7 +420,7 @@ def _walk_all(lex, byte_class, lex_accept, tr, ru, sm, states, g, dead, ends, tr
     return n_dead, n_ends, rank_at[n_nodes] - n_dead_tok
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _memo_at(sm_state, sm_entry, i, s):  # type: ignore[no-untyped-def]
     """At large node ``i`` in state ``s``: the memo entry to copy (>= 0), -1 if this
     walk should store one (the node was last reached in ``s`` too), or -2 (the node is
@@ -432,7 +432,7 @@ def _memo_at(sm_state, sm_entry, i, s):  # type: ignore[no-untyped-def]
     return -2
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at):  # type: ignore[no-untyped-def]
     """Start remembering the walk below node ``x`` (state ``s``); returns the open count.
     The first dead pair is the last one so far if the next dead subtree would extend it."""
@@ -444,7 +444,7 @@ def _memo_open(open_, n_open, x, s, dead, n_dead, n_ends, rank_at):  # type: ign
     return n_open + 1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def memo_keep(
     large_index, sm_entry, sm_ent, sm_store, sm_ctl, op, rank_at, dead, n_dead, ends, n_ends
 ):  # type: ignore[no-untyped-def]
@@ -491,7 +491,7 @@ def memo_keep(
     sm_ctl[SM_USED] = used
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def memo_use(sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends):  # type: ignore[no-untyped-def]
     """Append memo entry ``e``'s dead pairs and end pairs to the walk's output; returns
     the new ``(n_dead, n_dead_tok, n_ends)``."""
@@ -515,7 +515,7 @@ def memo_use(sm_ent, sm_store, sm_ctl, e, dead, n_dead, n_dead_tok, ends, n_ends
     return n_dead, n_dead_tok, n_ends
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _plain_step(lex, byte_class, plain, step, excl, s):  # type: ignore[no-untyped-def]
     """The state ``f(s)`` that plain bytes take ``s`` to (-1: all die; -2: no one state
     takes all but ``MAX_EXCEPT`` of them). The plain bytes that go elsewhere (the
@@ -555,7 +555,7 @@ def _plain_step(lex, byte_class, plain, step, excl, s):  # type: ignore[no-untyp
     return step[s]
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _plain_run(lex, byte_class, lex_accept, plain, run, step, excl, s, cap):  # type: ignore[no-untyped-def]
     """How many plain steps from ``s`` (up to ``cap``) reach live, non-accepting states
     by ``f``. Afterwards ``excl[s]`` holds the exceptions of every state on those steps:
@@ -592,7 +592,7 @@ def _plain_run(lex, byte_class, lex_accept, plain, run, step, excl, s, cap):  # 
 _MB_SET = 64  # states a character's bytes may lead to, per position, before giving up
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _mb_like_plain(lex, byte_class, lex_accept, f, s):  # type: ignore[no-untyped-def]
     """Whether every valid multi-byte UTF-8 character takes ``s`` to ``f`` (>= 0) through
     live, non-accepting states. Decided on the sets of states each byte position can
@@ -639,7 +639,7 @@ def _mb_like_plain(lex, byte_class, lex_accept, f, s):  # type: ignore[no-untype
     return True
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _char_run(lex, byte_class, lex_accept, plain, step, excl, mb, s, cap):  # type: ignore[no-untyped-def]
     """How many states ``s, f(s), f^2(s), ...`` (up to ``cap``) in a row take every
     valid multi-byte character where they take plain bytes (``_mb_like_plain``). Call
@@ -668,7 +668,7 @@ def _char_run(lex, byte_class, lex_accept, plain, step, excl, mb, s, cap):  # ty
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _power(step, s, i):  # type: ignore[no-untyped-def]
     """``f^i(s)`` along a chain ``_plain_run`` has checked."""
     for _ in range(i):
@@ -676,7 +676,7 @@ def _power(step, s, i):  # type: ignore[no-untyped-def]
     return s
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def alive_ranks(dead, n_dead, n_tokens, out):  # type: ignore[no-untyped-def]
     """Write into ``out`` the ranks ``0 .. n_tokens`` outside the ``dead`` ranges (pairs,
     ascending); returns how many."""
@@ -693,7 +693,7 @@ def alive_ranks(dead, n_dead, n_tokens, out):  # type: ignore[no-untyped-def]
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _set_range(bits, lo, hi, value):  # type: ignore[no-untyped-def]
     """Set (``value`` 1) or clear (0) bits ``lo .. hi`` of ``bits``, whole words at a time."""
     r = lo
@@ -710,7 +710,7 @@ def _set_range(bits, lo, hi, value):  # type: ignore[no-untyped-def]
             r += 1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def dense_masks(dead, n_dead, n_tokens, token_ids, all_ids, out_ids, out_rank):  # type: ignore[no-untyped-def]
     """Bitmasks of the tokens outside the ``dead`` rank ranges: ``out_rank`` in rank space
     and ``out_ids`` in id space (``uint32``, zeroed by the caller). ``all_ids``: the id
@@ -741,7 +741,7 @@ def dense_masks(dead, n_dead, n_tokens, token_ids, all_ids, out_ids, out_rank): 
     return n_tokens - n_dead_tok
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _mark(out, rk, token_ids, tok_start, tok_count, x):  # type: ignore[no-untyped-def]
     for r in range(tok_start[x], tok_start[x] + tok_count[x]):
         t = token_ids[r]
@@ -749,7 +749,7 @@ def _mark(out, rk, token_ids, tok_start, tok_count, x):  # type: ignore[no-untyp
         rk[r >> 5] |= np.uint32(1 << (r & 31))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _all_allowed(rk, lo, hi):  # type: ignore[no-untyped-def]
     """Whether every rank in ``[lo, hi)`` is set in the rank-space mask ``rk``."""
     if lo >= hi:
@@ -769,7 +769,7 @@ def _all_allowed(rk, lo, hi):  # type: ignore[no-untyped-def]
     return (np.int64(rk[wh]) & m) == m
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _memo_seen(memo, gen, h, x, g):  # type: ignore[no-untyped-def]
     """Record that tokens below trie node ``x`` were explored for a lexeme starting in state
     ``g`` from a set with structural hash ``h``, in call ``gen``. Returns 1 if that was done
@@ -789,7 +789,7 @@ def _memo_seen(memo, gen, h, x, g):  # type: ignore[no-untyped-def]
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _has_end_child(gt, lex, subtree_end, node_byte, follow, t, s, x):  # type: ignore[no-untyped-def]
     """Whether a lexeme of terminal ``t`` in state ``s`` at node ``x`` ends before a child."""
     byte_class = gt[H_BYTE_CLASS]
@@ -803,7 +803,7 @@ def _has_end_child(gt, lex, subtree_end, node_byte, follow, t, s, x):  # type: i
     return False
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _start_classes(  # type: ignore[no-untyped-def]
     gt, lex, follow, child_start, children, node_byte, subtree_end, rank_at, rk, t, s, x, fr
 ):
@@ -840,7 +840,7 @@ def _start_classes(  # type: ignore[no-untyped-def]
     return nv
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _may_start(lex, fr, g):  # type: ignore[no-untyped-def]
     """Whether a lexeme in state ``g`` can read one of the classes listed in frame ``fr``
     (by :func:`_start_classes`; an unlisted overflow counts as yes)."""
@@ -853,7 +853,7 @@ def _may_start(lex, fr, g):  # type: ignore[no-untyped-def]
     return False
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _find_child(child_start, children, node_byte, x, b):  # type: ignore[no-untyped-def]
     """The child of trie node ``x`` reached by byte ``b``, or -1 (binary search)."""
     lo = child_start[x]
@@ -869,7 +869,7 @@ def _find_child(child_start, children, node_byte, x, b):  # type: ignore[no-unty
     return -1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _walk_below(  # type: ignore[no-untyped-def]
     gt, lex, P, L, S, stamp, sorig, ctx, k, ends, es,
     node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids,
@@ -1073,7 +1073,7 @@ def _walk_below(  # type: ignore[no-untyped-def]
     return 1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def fill_mask(  # type: ignore[no-untyped-def]
     gt, lex, P, L, S, stamp, sorig, ctx, n_sets,
     node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids,

@@ -12,8 +12,8 @@ vocabulary (``state_cache.py``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import kernel
 from .layout import (
     H_BYTE_CLASS,
     H_G,
@@ -22,7 +22,7 @@ from .layout import (
 from .lexer import lex_classes, lex_dense, lex_next
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _too_many_states(lex, byte_class, g, max_depth, max_states):  # type: ignore[no-untyped-def]
     """Whether more than ``max_states`` states lie within ``max_depth`` bytes of ``g``
     (by byte class: a pass much cheaper than the description, which lists byte runs).
@@ -61,7 +61,7 @@ def _too_many_states(lex, byte_class, g, max_depth, max_states):  # type: ignore
     return False
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def state_signature(gt, lex, g, max_depth, max_states):  # type: ignore[no-untyped-def]
     """``int32`` description of lexer state ``g`` up to ``max_depth`` bytes.
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ...jit import kernel
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def build_trie(
     data: np.ndarray, offsets: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -80,7 +81,7 @@ def build_trie(
     )
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def utf8_chars(
     node_byte: np.ndarray, parent: np.ndarray, plain: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -156,7 +157,7 @@ UTF8_FORMS = np.array(
 )
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _utf8_form(lead):  # type: ignore[no-untyped-def]
     """The ``UTF8_FORMS`` row a lead byte starts (-1: not a valid lead)."""
     for k in range(UTF8_FORMS.shape[0]):
@@ -165,14 +166,14 @@ def _utf8_form(lead):  # type: ignore[no-untyped-def]
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _utf8_len(lead):  # type: ignore[no-untyped-def]
     """Length of the UTF-8 character a lead byte starts (0: not a valid lead)."""
     k = _utf8_form(lead)
     return UTF8_FORMS[k, 4] if k >= 0 else 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _utf8_range(lead, k):  # type: ignore[no-untyped-def]
     """Valid range of byte ``k`` (1: the one after the lead) of a character."""
     if k == 1:
@@ -181,7 +182,7 @@ def _utf8_range(lead, k):  # type: ignore[no-untyped-def]
     return 0x80, 0xBF
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def skip_frontier(
     parent: np.ndarray, subtree_end: np.ndarray, skippable: np.ndarray, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -235,7 +236,7 @@ def skip_frontier(
     return nodes, begin, end, h
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def ascii_below(node_byte: np.ndarray, parent: np.ndarray, skippable: np.ndarray) -> np.ndarray:
     """Per node, the ASCII bytes on its skippable paths down (up to its frontier).
 

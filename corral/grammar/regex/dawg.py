@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numba as nb
 import numpy as np
 
+from ...jit import kernel
 from .sparse import SparseDFA
 
 __all__ = ["dawg", "sorted_unique", "trie", "trie_states"]
@@ -47,7 +47,7 @@ def sorted_unique(strings: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return buf, offs
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _trie(buf: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The trie of sorted distinct strings: ``(parent, label, accept)`` per node, node 0
     the root (``parent[0] == -1``). Nodes are numbered in preorder, so a node's children
@@ -84,7 +84,7 @@ def _trie(buf: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return parent[:n], label[:n], accept[:n]
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _heights(parent: np.ndarray) -> np.ndarray:
     """The length of the longest path from each trie node down to a leaf."""
     h = np.zeros(parent.shape[0], np.int32)

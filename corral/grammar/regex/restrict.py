@@ -25,6 +25,7 @@ import numba as nb
 import numpy as np
 from numba import types
 
+from ...jit import kernel
 from .dfa import ByteDFA
 from .sparse import SparseDFA
 
@@ -87,7 +88,7 @@ def restrict_quoted(
     return SparseDFA.from_edges(n, src, lab, dst, accept)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _count(
     c: int,
     b: int,
@@ -124,7 +125,7 @@ def _count(
     return 2 + k * nu + v
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _grow(a: np.ndarray, n: int) -> np.ndarray:
     if n < a.shape[0]:
         return a
@@ -133,7 +134,7 @@ def _grow(a: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _product(
     row_start: np.ndarray,
     labels: np.ndarray,
