@@ -65,3 +65,13 @@ def test_the_matcher_allows_the_inferred_members_only() -> None:
     assert b"foo" not in allowed and b"append" not in allowed
     m.consume_tokens(tok.encode("scan_once(s, idx)", add_special_tokens=False))
     assert m.is_accepting()
+
+
+def test_a_prompt_that_ends_at_a_member_dot_is_constrained_from_the_first_token() -> None:
+    code, _ = _cut(json.decoder, "self.scan_once(s, idx)")
+    tok, v = load_tokenizer("llama3"), load_vocab("llama3")
+    m = MonitoredMatcher(v, [python_members(path=json.decoder.__file__)], prompt=code)
+    allowed = {v.token_bytes(t) for t in m.allowed_token_ids().tolist()}
+    assert b"scan" in allowed and b"foo" not in allowed
+    m.consume_tokens(tok.encode("scan_once(s, idx)", add_special_tokens=False))
+    assert m.is_accepting()

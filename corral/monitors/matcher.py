@@ -41,7 +41,7 @@ from .region import (
     region_constraint,
     region_grammar,
 )
-from .trigger import TriggerAutomaton, trigger_automaton
+from .trigger import TriggerAutomaton, search_dfa, trigger_automaton
 
 __all__ = ["MonitoredMatcher"]
 
@@ -78,7 +78,8 @@ class MonitoredMatcher:
             same byte).
         base: a matcher of the request's own constraint, for the same vocabulary, or
             ``None`` (free text, valid UTF-8).
-        prompt: the prompt text, given to callbacks.
+        prompt: the prompt text, given to callbacks. When it ends where a trigger fires
+            (the text ends with a full match: ``x = os.``), that monitor is asked first.
         state: any object, given to callbacks as ``MonitorContext.state``.
 
     Raises:
@@ -128,6 +129,11 @@ class MonitoredMatcher:
         self._pending = -1
         # (segments, text length, pending) before each consumed token
         self._history: list[tuple[int, int, int]] = []
+        # a prompt that ends where a trigger fires (`x = os.`): its region comes first
+        tail = prompt.encode("utf-8")
+        self._pending = next(
+            (i for i, m in enumerate(monitors) if search_dfa(m.trigger).matches(tail)), -1
+        )
         self._row = np.zeros(outside.words, np.uint32)
 
     # -- queries ----------------------------------------------------------------------

@@ -66,6 +66,7 @@ class TriggerAutomaton:
         return state
 
 
+@functools.lru_cache(maxsize=256)
 def search_dfa(pattern: str) -> ByteDFA:
     """The DFA of valid UTF-8 texts that end with a match of ``pattern``: ``.*T``.
 
