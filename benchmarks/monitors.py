@@ -91,17 +91,21 @@ def main() -> None:
         row = {"module": c.module, "line": c.line, "member": c.member, "inferred": len(names)}
         for label, kwargs in (("free", {"regex": r"(?s:.*)"}), ("monitor", {"monitors": [mon]})):
             t = time.perf_counter()
-            g = corral.generate(model, prompt, tokenizer=tok, max_new_tokens=args.max_new_tokens,
-                                heal=False, details=True, **kwargs)  # fmt: skip
+            try:
+                g = corral.generate(model, prompt, tokenizer=tok, heal=False, details=True,
+                                    max_new_tokens=args.max_new_tokens, **kwargs)  # fmt: skip
+                text, n_tokens = g.text, len(g.token_ids)
+            except corral.IncompleteGenerationError as e:  # a later region cut at the budget
+                text, n_tokens = e.partial_text, len(e.token_ids)
             dt = time.perf_counter() - t
-            m = _IDENT.match(g.text)
+            m = _IDENT.match(text)
             ident = m.group(0) if m else ""
             row[label] = {
-                "text": g.text,
+                "text": text,
                 "ident": ident,
                 "exists": ident in names,
                 "match": ident == c.member,
-                "s_per_token": dt / max(1, len(g.token_ids)),
+                "s_per_token": dt / max(1, n_tokens),
             }
         rows.append(row)
         print(f"{c.module}:{c.line} {c.member!r}: free {row['free']['ident']!r} "
