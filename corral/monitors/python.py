@@ -6,12 +6,19 @@ ones that may follow, so a model cannot call a method that does not exist. Where
 infers nothing (a float literal's dot, a dot in a comment or string, an object it cannot
 resolve), the region is skipped and the text stays free.
 
+What ``jedi`` infers is a lower bound on an object's members: Python objects also get
+attributes it does not see (``__slots__``, ``setattr``, attributes assigned outside the
+class, class attributes reached through ``cls``). So by default the names the file already
+uses after a dot are allowed too (``file_attributes=True``); without them, the monitor
+forbids correct code wherever ``jedi``'s list is incomplete.
+
 ``pip install jedi`` (or ``corral[monitors]``).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import tokenize
 from collections.abc import Callable
@@ -19,7 +26,7 @@ from collections.abc import Callable
 from ..errors import InvalidArgumentError
 from .monitor import Monitor, MonitorContext
 
-__all__ = ["MEMBER_TRIGGER", "at_member_dot", "python_members"]
+__all__ = ["MEMBER_TRIGGER", "at_member_dot", "attribute_names", "python_members"]
 
 MEMBER_TRIGGER = r"(?:[A-Za-z_][A-Za-z0-9_]*|[)\]])\."
 """A dot after a name or a closing bracket (not after a digit: ``1.5``)."""
@@ -36,6 +43,7 @@ def python_members(
     project: str | os.PathLike[str] | None = None,
     source: Callable[[MonitorContext], str] | None = None,
     timeout_s: float | None = 30.0,
+    file_attributes: bool = True,
 ) -> Monitor:
     """A :class:`Monitor` that allows, after ``expr.``, the members ``jedi`` infers.
 
@@ -47,6 +55,8 @@ def python_members(
             the prompt followed by the generated text).
         timeout_s: the monitor's timeout (``jedi``'s first call in a process loads its
             caches: seconds).
+        file_attributes: also allow every name the code before the dot uses after a dot
+            (see the module); ``False``: only what ``jedi`` infers.
 
     Raises:
         InvalidArgumentError: ``jedi`` is not installed.
@@ -67,25 +77,49 @@ def python_members(
         lines = code.split("\n")
         script = jedi.Script(code, path=None if path is None else os.fspath(path), project=proj)
         found = script.complete(len(lines), len(lines[-1]))
-        names = sorted({c.name for c in found if c.type in _MEMBER_TYPES})
-        return names or None  # nothing inferred: this dot is not constrained
+        inferred = {c.name for c in found if c.type in _MEMBER_TYPES}
+        if not inferred:
+            return None  # nothing inferred: this dot is not constrained
+        if file_attributes:
+            inferred |= attribute_names(code)
+        return sorted(inferred)
 
     return Monitor(
         MEMBER_TRIGGER, allowed, name="python members", end="identifier", timeout_s=timeout_s
     )
 
 
-def at_member_dot(code: str) -> bool:
-    """Whether ``code`` ends with a member-access dot in Python code, by Python's own
-    tokenizer: not in a comment, a string (closed or not) or a number (``1.``)."""
-    toks = []
+def _tokens(code: str) -> tuple[list[tokenize.TokenInfo], bool]:
+    """Python's tokens of ``code`` as far as it tokenizes, and whether it ended inside a
+    string or failed (``False``: not code to constrain)."""
+    toks: list[tokenize.TokenInfo] = []
     try:
         for t in tokenize.generate_tokens(io.StringIO(code).readline):
             toks.append(t)
     except tokenize.TokenError as e:  # EOF inside a bracket (fine) or a string (not code)
         if "string" in str(e):
-            return False
+            return toks, False
     except SyntaxError:
+        return toks, False
+    return toks, True
+
+
+def attribute_names(code: str) -> set[str]:
+    """Every name ``code`` uses right after a member-access dot (``x.name``), by Python's
+    tokenizer (dots in strings, comments and numbers are not member accesses)."""
+    toks, _ = _tokens(code)
+    return {
+        b.string
+        for a, b in itertools.pairwise(toks)
+        if a.type == tokenize.OP and a.string == "." and b.type == tokenize.NAME
+    }
+
+
+def at_member_dot(code: str) -> bool:
+    """Whether ``code`` ends with a member-access dot in Python code, by Python's own
+    tokenizer: not in a comment, a string (closed or not) or a number (``1.``)."""
+    toks, ok = _tokens(code)
+    if not ok:
         return False
     if any(t.type == tokenize.ERRORTOKEN and t.string in ("'", '"') for t in toks):
         return False  # an unterminated one-line string
