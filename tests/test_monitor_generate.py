@@ -16,7 +16,7 @@ MEMBERS = {"os": ["path", "getcwd", "listdir"], "self": ["items", "append", "ext
 
 
 def _members(ctx: MonitorContext) -> list[str]:
-    owner = re.findall(r"(\w+)\.$", ctx.text)
+    owner = re.findall(r"(\w+)\.$", ctx.prompt + ctx.text)
     return MEMBERS.get(owner[-1], []) if owner else []
 
 
@@ -52,7 +52,8 @@ def test_the_grammar_and_the_monitor_both_hold(llama, sampler: str, seed: int) -
 
 def test_free_text_under_a_monitor(llama) -> None:  # type: ignore[no-untyped-def]
     """No grammar: the text is free, except that after every `self.` comes a member of
-    self and then no identifier character."""
+    self and then no identifier character; the prompt ends with one, so the output starts
+    with a member."""
     model, tok = llama
     for seed in range(3):
         out = corral.generate(
@@ -60,8 +61,9 @@ def test_free_text_under_a_monitor(llama) -> None:  # type: ignore[no-untyped-de
             temperature=1.0, seed=seed, max_new_tokens=24,
         )  # fmt: skip
         assert isinstance(out, str)
-        for m in re.finditer(r"\bself\.", out):
-            rest = out[m.end() :]
+        assert re.match(r"(items|append|extend)", out), out
+        for m in re.finditer(r"\bself\.", "self." + out):
+            rest = ("self." + out)[m.end() :]
             assert re.match(r"(items|append|extend)(?![\w\x80-\U0010ffff])", rest), (out, rest)
 
 
