@@ -225,6 +225,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
                 f"processor was made for are {sorted(self._widths)} wide: these scores come "
                 "from another model"
             )
+        first = self.prompt_length is None
         if self.prompt_length is None:
             self.prompt_length = length
         elif length < self.prompt_length:
@@ -238,7 +239,19 @@ class GrammarLogitsProcessor(LogitsProcessor):
                 f"{rows} rows cannot be split evenly among {groups} grammars (one per batch "
                 f"entry): expected a multiple of {groups} rows, got {rows}"
             )
+        if first:
+            self._start(input_ids, rows // groups)
         return rows // groups, input_ids[:, self.prompt_length :].tolist()
+
+    def _start(self, input_ids: torch.Tensor, per_group: int) -> None:
+        """Called once, at the first call, with its ``input_ids`` (the prompts end at column
+        ``prompt_length``): nothing here; subclasses that start rows from their prompts
+        set up their states."""
+
+    def _group(self, row: int, per_group: int) -> int:
+        """The state group (index into the matcher states) of ``row``: its batch entry's
+        grammar."""
+        return row // per_group
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         per_group, generated = self._rows(input_ids, scores)
@@ -247,7 +260,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
             self._bitmask = allocate_bitmask(rows, self.vocab_size)
         bitmask = self._bitmask
         for r in range(rows):
-            m = self.matcher_for(r // per_group, generated[r])
+            m = self.matcher_for(self._group(r, per_group), generated[r])
             if m is None:  # left the grammar: may only end
                 words = bitmask.view(np.uint32)
                 words[r] = 0
@@ -310,7 +323,7 @@ class AWRSLogitsProcessor(GrammarLogitsProcessor):
         per_group, generated = self._rows(input_ids, scores)
         out = torch.full_like(scores, float("-inf"))
         for r in range(len(generated)):
-            m = self.matcher_for(r // per_group, generated[r])
+            m = self.matcher_for(self._group(r, per_group), generated[r])
             row = scores[r, : self.vocab_size].float()
             if m is None:  # left the grammar: may only end
                 tok = int(self._eos[0]) if len(self._eos) else int(row.argmax())
