@@ -9,8 +9,11 @@ cut). Without the monitor the output is free text under ``regex="(?s:.*)"`` (cor
 same decoding loop, masks that allow every UTF-8 text), so the two runs differ only in the
 monitor.
 
-Reported per run: the share of outputs whose first identifier is a member jedi infers at
-the cut ("exists"), equals the source's own member ("match"), and the time per token.
+Three runs per case: free text; the monitor with jedi's inference alone
+(``file_attributes=False``); the default monitor (jedi's names and those the file already
+uses after a dot). Reported per run: the share of outputs whose first identifier is a
+member jedi infers at the cut ("exists"), equals the source's own member ("match"), and
+the time per token.
 
     python benchmarks/monitors.py --cases 40 --out benchmarks/results
 """
@@ -86,10 +89,17 @@ def main() -> None:
         lines = c.prefix.split("\n")
         prompt = "\n".join(lines[-args.context :])
         head = c.prefix[: len(c.prefix) - len(prompt)]
-        mon = python_members(source=lambda ctx, head=head: head + ctx.prompt + ctx.text)
-        names = set(mon.allowed(MonitorContext(text="", prompt=prompt)) or ())
+
+        def source(ctx: MonitorContext, head: str = head) -> str:
+            return head + ctx.prompt + ctx.text
+
+        strict = python_members(source=source, file_attributes=False)
+        mon = python_members(source=source)
+        names = set(strict.allowed(MonitorContext(text="", prompt=prompt)) or ())
         row = {"module": c.module, "line": c.line, "member": c.member, "inferred": len(names)}
-        for label, kwargs in (("free", {"regex": r"(?s:.*)"}), ("monitor", {"monitors": [mon]})):
+        arms = (("free", {"regex": r"(?s:.*)"}), ("jedi only", {"monitors": [strict]}),
+                ("monitor", {"monitors": [mon]}))  # fmt: skip
+        for label, kwargs in arms:
             t = time.perf_counter()
             try:
                 g = corral.generate(model, prompt, tokenizer=tok, heal=False, details=True,
@@ -108,15 +118,16 @@ def main() -> None:
                 "s_per_token": dt / max(1, n_tokens),
             }
         rows.append(row)
-        print(f"{c.module}:{c.line} {c.member!r}: free {row['free']['ident']!r} "
-              f"monitor {row['monitor']['ident']!r}", flush=True)  # fmt: skip
+        print(f"{c.module}:{c.line} {c.member!r}: free {row['free']['ident']!r} jedi only "
+              f"{row['jedi only']['ident']!r} monitor {row['monitor']['ident']!r}",
+              flush=True)  # fmt: skip
     summary = {
         label: {
             "exists": sum(r[label]["exists"] for r in rows) / len(rows),
             "match": sum(r[label]["match"] for r in rows) / len(rows),
             "ms_per_token": 1e3 * statistics.median(r[label]["s_per_token"] for r in rows),
         }
-        for label in ("free", "monitor")
+        for label, _ in arms
     }
     print(json.dumps(summary, indent=1))
     if args.out:
