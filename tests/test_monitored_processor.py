@@ -9,9 +9,8 @@ import re
 
 import pytest
 import torch
-from support.tiny_models import tiny_llama
+from support.tiny_models import generate_texts, tiny_llama
 from support.tokenizers import load_tokenizer
-from transformers import LogitsProcessorList
 
 import corral
 from corral import Monitor, MonitorContext, MonitorError
@@ -41,18 +40,7 @@ def setup():  # type: ignore[no-untyped-def]
 
 def _generate(setup, proc, prompts, **kw):  # type: ignore[no-untyped-def]
     tok, model = setup
-    enc = tok(prompts, return_tensors="pt", padding=True)
-    out = model.generate(
-        **enc, logits_processor=LogitsProcessorList([proc]), max_new_tokens=24,
-        pad_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, **kw,
-    )  # fmt: skip
-    width = enc["input_ids"].shape[1]
-    texts = []
-    for row in out[:, width:].tolist():
-        ids = row[: row.index(tok.eos_token_id)] if tok.eos_token_id in row else row
-        assert all(t < len(tok) for t in ids)  # never a padding id
-        texts.append(tok.decode(ids))
-    return texts
+    return generate_texts(tok, model, proc, prompts, max_new_tokens=24, **kw)
 
 
 def _check_members(prompt: str, text: str) -> None:

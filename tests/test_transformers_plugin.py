@@ -10,7 +10,7 @@ import re
 import jsonschema
 import pytest
 import torch
-from support.tiny_models import tiny_llama
+from support.tiny_models import generate_texts, tiny_llama
 from support.tokenizers import load_tokenizer
 from transformers import LogitsProcessorList
 
@@ -44,19 +44,8 @@ def setup():  # type: ignore[no-untyped-def]
 
 def _run(setup, grammars, prompts, **kw):  # type: ignore[no-untyped-def]
     tok, model, _, _ = setup
-    enc = tok(prompts, return_tensors="pt", padding=True)
     proc = GrammarLogitsProcessor(grammars)
-    out = model.generate(
-        **enc, logits_processor=LogitsProcessorList([proc]), max_new_tokens=40,
-        pad_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, **kw,
-    )  # fmt: skip
-    width = enc["input_ids"].shape[1]
-    texts = []
-    for row in out[:, width:].tolist():
-        ids = row[: row.index(tok.eos_token_id)] if tok.eos_token_id in row else row
-        assert all(t < len(tok) for t in ids)  # never a padding id
-        texts.append(tok.decode(ids))
-    return texts
+    return generate_texts(tok, model, proc, prompts, max_new_tokens=40, **kw)
 
 
 def _check(kind: str, text: str) -> None:

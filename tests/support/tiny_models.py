@@ -53,3 +53,25 @@ def tiny_bert(vocab_size: int, *, seed: int = 0, layers: int = 2) -> Any:
         max_position_embeddings=128,
     )
     return BertForMaskedLM(config).eval()
+
+
+def generate_texts(
+    tok: Any, model: Any, proc: Any, prompts: list[str], *, max_new_tokens: int, **kw: Any
+) -> list[str]:
+    """``model.generate`` over the left-padded ``prompts`` with the logits processor
+    ``proc``; each output row's text up to its first EOS (the tokenizer's pad token is its
+    EOS). Asserts no output token is a padding id past the tokenizer."""
+    from transformers import LogitsProcessorList
+
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    out = model.generate(
+        **enc, logits_processor=LogitsProcessorList([proc]), max_new_tokens=max_new_tokens,
+        pad_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, **kw,
+    )  # fmt: skip
+    width = enc["input_ids"].shape[1]
+    texts = []
+    for row in out[:, width:].tolist():
+        ids = row[: row.index(tok.eos_token_id)] if tok.eos_token_id in row else row
+        assert all(t < len(tok) for t in ids)  # never a padding id
+        texts.append(tok.decode(ids))
+    return texts
