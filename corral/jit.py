@@ -203,6 +203,8 @@ def kernel(**options: Any) -> Callable[[F], F]:
         from numba import njit
 
         dispatcher = njit(**options)(fn)
+        if not hasattr(dispatcher, "stats"):
+            return dispatcher  # type: ignore[no-any-return]  # NUMBA_DISABLE_JIT: plain Python
         dispatcher._cache = _cache_class()(fn)
         _DECLARED.append(dispatcher)
         return dispatcher  # type: ignore[no-any-return]

@@ -122,6 +122,30 @@ def test_a_missing_or_broken_manifest_means_no_prebuilt_code(built: Path) -> Non
     assert _run(built, "load", "missing")["misses"] == 1
 
 
+def test_kernels_run_as_python_with_numba_disable_jit(built: Path) -> None:
+    """``NUMBA_DISABLE_JIT=1`` (debugging) leaves kernels plain Python functions, with
+    nothing cached and nothing counted."""
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        import tinykernel
+        from corral.jit import cache_counts
+        print(tinykernel.add(4, 5), cache_counts())
+        """
+    )
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(built / "mod")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["17", "(0,", "0)"]
+
+
 def test_kernel_refuses_a_cache_option() -> None:
     with pytest.raises(TypeError, match="cache"):
         jit.kernel(cache=True)
