@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from corral.grammar.regex import dfa
 from corral.grammar.regex.nfa import build_nfa
+from corral.grammar.regex.partition import compared_reps, hashed_reps
 from corral.grammar.regex.python_syntax import parse_python_regex
 
 
@@ -63,3 +64,31 @@ def test_real_regexes(pattern: str) -> None:
     cdfa = dfa._subset_construction(nfa, alpha, "t", dfa.DEFAULT_MAX_DFA_STATES)
     trans, accept = dfa._to_bytes(cdfa, dfa.DEFAULT_MAX_DFA_STATES * 4, "t")
     _same(trans, accept)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(st.integers(-1, 3), min_size=n * 6, max_size=n * 6),
+            st.lists(st.integers(0, 5), min_size=40, max_size=40),
+        )
+    )
+)
+def test_column_classes(case) -> None:  # type: ignore[no-untyped-def]
+    """Distinct columns in order of first appearance, and a map back to every column."""
+    n, values, pick = case
+    base = np.array(values, np.int32).reshape(n, 6)
+    trans = np.ascontiguousarray(base[:, pick])
+    small, col_class = dfa.column_classes(trans)
+    assert np.array_equal(small[:, col_class], trans)
+    firsts: list[int] = []
+    for b in range(trans.shape[1]):
+        if not any(np.array_equal(trans[:, b], trans[:, f]) for f in firsts):
+            firsts.append(b)
+    assert np.array_equal(small, trans[:, firsts])
+    # the exact comparison (used only after a hash collision) finds the same classes
+    rep, exact = hashed_reps(trans)
+    assert exact
+    assert np.array_equal(compared_reps(trans), rep)

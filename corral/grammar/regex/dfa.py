@@ -615,19 +615,13 @@ def column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group the equal columns of ``trans`` (``[n, m]``, usually ``m = 256`` bytes):
     returns ``(small, col_class)`` with ``small`` the distinct columns (``int32 [n, k]``,
     in order of first appearance, so column 0 is in class 0) and ``col_class`` (``int32
-    [m]``) such that ``small[:, col_class] == trans``. Hashes each column's bytes: linear
-    in the size of ``trans`` (a lexicographic sort of the columns costs far more on large
-    tables)."""
-    cols = np.ascontiguousarray(trans.T)
-    index: dict[bytes, int] = {}
-    col_class = np.empty(cols.shape[0], np.int32)
-    first: list[int] = []
-    for b in range(cols.shape[0]):
-        c = index.setdefault(cols[b].tobytes(), len(first))
-        if c == len(first):
-            first.append(b)
-        col_class[b] = c
-    return np.ascontiguousarray(cols[first].T, dtype=np.int32), col_class
+    [m]``) such that ``small[:, col_class] == trans``. A Numba kernel
+    (:func:`.partition.column_classes_of`): each column hashed, then compared with the
+    first column of its hash."""
+    from .partition import column_classes_of
+
+    small, col_class = column_classes_of(np.ascontiguousarray(trans, np.int32))
+    return small, col_class
 
 
 def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,13 @@ import numpy as np
 
 from ...jit import kernel
 
-__all__ = ["equivalence_blocks", "minimal_table"]
+__all__ = [
+    "column_classes_of",
+    "compared_reps",
+    "equivalence_blocks",
+    "hashed_reps",
+    "minimal_table",
+]
 
 
 @kernel(nogil=True, inline="always")
@@ -208,3 +214,79 @@ def minimal_table(small, accept):  # type: ignore[no-untyped-def]
             if nxt >= 0:
                 out[i, c] = order[block[nxt]]
     return out, acc
+
+
+@kernel(nogil=True)
+def hashed_reps(trans):  # type: ignore[no-untyped-def]
+    """For each column of ``trans`` (``int32 [n, m]``), the first column with the same
+    64-bit hash (``int64 [m]``), and whether every column equals that one (``False`` only
+    if different columns share a hash). Two passes over the rows, in memory order."""
+    n, m = trans.shape
+    h = np.full(m, np.uint64(1469598103934665603), np.uint64)
+    for s in range(n):
+        for b in range(m):
+            h[b] = (h[b] ^ np.uint64(trans[s, b] + 1)) * np.uint64(1099511628211)
+    rep = np.empty(m, np.int64)
+    for b in range(m):
+        rep[b] = b
+        for a in range(b):
+            if rep[a] == a and h[a] == h[b]:
+                rep[b] = a
+                break
+    exact = True
+    for s in range(n):
+        for b in range(m):
+            if trans[s, b] != trans[s, rep[b]]:
+                exact = False
+    return rep, exact
+
+
+@kernel(nogil=True)
+def compared_reps(trans):  # type: ignore[no-untyped-def]
+    """For each column of ``trans``, the first equal column (``int64 [m]``), by comparing
+    columns entry by entry: what :func:`hashed_reps` gives when no hashes collide."""
+    n, m = trans.shape
+    rep = np.empty(m, np.int64)
+    for b in range(m):
+        rep[b] = b
+        for a in range(b):
+            if rep[a] != a:
+                continue
+            same = True
+            for s in range(n):
+                if trans[s, a] != trans[s, b]:
+                    same = False
+                    break
+            if same:
+                rep[b] = a
+                break
+    return rep
+
+
+@kernel(nogil=True)
+def column_classes_of(trans):  # type: ignore[no-untyped-def]
+    """The distinct columns of ``trans`` (``int32 [n, m]``, C order) in order of first
+    appearance: ``(small int32 [n, k], col_class int32 [m])`` with
+    ``small[:, col_class] == trans``.
+
+    Columns are grouped by hash (:func:`hashed_reps`); only if two different columns
+    share a hash are they compared entry by entry (:func:`compared_reps`)."""
+    n, m = trans.shape
+    rep, exact = hashed_reps(trans)
+    if not exact:  # a hash collision: compare columns entry by entry
+        rep = compared_reps(trans)
+    col_class = np.empty(m, np.int32)
+    first = np.empty(m, np.int64)
+    k = 0
+    for b in range(m):
+        if rep[b] == b:
+            col_class[b] = k
+            first[k] = b
+            k += 1
+        else:
+            col_class[b] = col_class[rep[b]]
+    small = np.empty((n, k), np.int32)
+    for s in range(n):
+        for c in range(k):
+            small[s, c] = trans[s, first[c]]
+    return small, col_class
