@@ -120,7 +120,8 @@ def _subdir(py_file: str) -> str:
         return folder.name
 
 
-def _make_cache_class() -> type:
+@functools.lru_cache(maxsize=1)
+def _cache_class() -> type:
     """Numba's ``FunctionCache`` with the prebuilt directory as a fallback (or, in build
     mode, as the only location). Built on first use so that importing this module does not
     import Numba's internals before a kernel is declared."""
@@ -174,11 +175,6 @@ def _make_cache_class() -> type:
             return self._impl.rebuild(target_context, raw)
 
     return PrebuiltFunctionCache
-
-
-@functools.lru_cache(maxsize=1)
-def _cache_class() -> type:
-    return _make_cache_class()
 
 
 _DECLARED: list[Any] = []

@@ -72,7 +72,8 @@ def python_members(
 
     def allowed(ctx: MonitorContext) -> list[str] | None:
         code = code_of(ctx)
-        if not at_member_dot(code):
+        toks, ok = _tokens(code)  # the whole file, tokenized once per call
+        if not _ends_at_dot(toks, ok):
             return None  # a dot in a comment, a string or a number: not constrained
         lines = code.split("\n")
         script = jedi.Script(code, path=None if path is None else os.fspath(path), project=proj)
@@ -81,7 +82,7 @@ def python_members(
         if not inferred:
             return None  # nothing inferred: this dot is not constrained
         if file_attributes:
-            inferred |= attribute_names(code)
+            inferred |= _names_after_dots(toks)
         return sorted(inferred)
 
     return Monitor(
@@ -107,7 +108,16 @@ def _tokens(code: str) -> tuple[list[tokenize.TokenInfo], bool]:
 def attribute_names(code: str) -> set[str]:
     """Every name ``code`` uses right after a member-access dot (``x.name``), by Python's
     tokenizer (dots in strings, comments and numbers are not member accesses)."""
-    toks, _ = _tokens(code)
+    return _names_after_dots(_tokens(code)[0])
+
+
+def at_member_dot(code: str) -> bool:
+    """Whether ``code`` ends with a member-access dot in Python code, by Python's own
+    tokenizer: not in a comment, a string (closed or not) or a number (``1.``)."""
+    return _ends_at_dot(*_tokens(code))
+
+
+def _names_after_dots(toks: list[tokenize.TokenInfo]) -> set[str]:
     return {
         b.string
         for a, b in itertools.pairwise(toks)
@@ -115,10 +125,7 @@ def attribute_names(code: str) -> set[str]:
     }
 
 
-def at_member_dot(code: str) -> bool:
-    """Whether ``code`` ends with a member-access dot in Python code, by Python's own
-    tokenizer: not in a comment, a string (closed or not) or a number (``1.``)."""
-    toks, ok = _tokens(code)
+def _ends_at_dot(toks: list[tokenize.TokenInfo], ok: bool) -> bool:
     if not ok:
         return False
     if any(t.type == tokenize.ERRORTOKEN and t.string in ("'", '"') for t in toks):

@@ -29,6 +29,24 @@ __all__ = [
 
 
 @kernel(nogil=True, inline="always")
+def _one_set(size):  # type: ignore[no-untyped-def]
+    """A refinable partition of ``size`` elements, all in set 0: ``(elems, loc, sidx,
+    first, past, marked, touched)``, each ``int64``; the per-set arrays have room for
+    ``size + 1`` sets."""
+    past = np.zeros(size + 1, np.int64)
+    past[0] = size
+    return (
+        np.arange(size, dtype=np.int64),
+        np.arange(size, dtype=np.int64),
+        np.zeros(size, np.int64),
+        np.zeros(size + 1, np.int64),
+        past,
+        np.zeros(size + 1, np.int64),
+        np.empty(size + 1, np.int64),
+    )
+
+
+@kernel(nogil=True, inline="always")
 def _mark(e, elems, loc, sidx, first, marked, touched, n_touched):  # type: ignore[no-untyped-def]
     """Mark element ``e`` of a refinable partition: move it into the marked front part of
     its set; a set marked for the first time is pushed on ``touched``. Returns the new
@@ -119,14 +137,7 @@ def equivalence_blocks(small, accept):  # type: ignore[no-untyped-def]
         fill[head[t]] += 1
 
     # blocks: one set of every state, then split accepting from not
-    b_elems = np.arange(n, dtype=np.int64)
-    b_loc = np.arange(n, dtype=np.int64)
-    b_sidx = np.zeros(n, np.int64)
-    b_first = np.zeros(n + 1, np.int64)
-    b_past = np.zeros(n + 1, np.int64)
-    b_marked = np.zeros(n + 1, np.int64)
-    b_touched = np.empty(n + 1, np.int64)
-    b_past[0] = n
+    b_elems, b_loc, b_sidx, b_first, b_past, b_marked, b_touched = _one_set(n)
     bz = 1 if n > 0 else 0
     nt = 0
     for s in range(n):
@@ -135,13 +146,7 @@ def equivalence_blocks(small, accept):  # type: ignore[no-untyped-def]
     bz = _split(b_elems, b_sidx, b_first, b_past, b_marked, b_touched, nt, bz)
 
     # cords: transitions by label
-    c_elems = np.arange(m, dtype=np.int64)
-    c_loc = np.arange(m, dtype=np.int64)
-    c_sidx = np.zeros(m, np.int64)
-    c_first = np.zeros(m + 1, np.int64)
-    c_past = np.zeros(m + 1, np.int64)
-    c_marked = np.zeros(m + 1, np.int64)
-    c_touched = np.empty(m + 1, np.int64)
+    c_elems, c_loc, c_sidx, c_first, c_past, c_marked, c_touched = _one_set(m)
     cz = 0
     for t in range(m):
         if t == 0 or label[t] != label[t - 1]:
