@@ -185,6 +185,21 @@ def _step_regex(state: State) -> None:
     completion_checker(compiled).check([ord("1"), MASK, MASK_OPT])  # the token-level DFA
 
 
+def _step_monitor(state: State) -> None:
+    from .automata import allocate_bitmask
+    from .monitors.matcher import MonitoredMatcher
+    from .monitors.monitor import Monitor
+
+    vocab = state["vocab"]
+    monitor = Monitor(trigger=r"\.", allowed=lambda ctx: ["path", "getcwd", "sep"])
+    m = MonitoredMatcher(vocab, [monitor], compiler=state["compiler"])
+    mask = allocate_bitmask(1, vocab.size)
+    for b in b"os.path(":
+        m.fill_bitmask(mask, 0)
+        m.consume(b)  # the single-byte tokens are ids 0 to 255
+    m.fill_bitmask(mask, 0)
+
+
 def _step_batched(state: State) -> None:
     import numpy as np
 
@@ -220,6 +235,7 @@ _STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (
     ("Lark grammar", _step_lark),
     ("entity set and span (sparse lexer rows)", _step_sparse),
     ("regular expression", _step_regex),
+    ("monitor (a callback's names)", _step_monitor),
     ("batched masks and logits", _step_batched),
     ("completion checks (diffusion)", _step_completion),
 )
@@ -235,7 +251,8 @@ def warmup(progress: Progress | None = None) -> list[WarmupStep]:
     continuation classes); masks, consumes and forced tokens on it; a Lark grammar with
     ignored whitespace and a special token; an entity set and a span constraint (the
     kernels' form for sparse lexer rows, and the product of a span with a length bound);
-    a regular expression (token-level DFA); batched masks and masking float32 logits;
+    a regular expression (token-level DFA); a monitor whose callback returns names (their
+    trie, compiled per region); batched masks and masking float32 logits;
     completion checks of partly filled slots (diffusion). Raises ``RuntimeError`` if a
     constraint rejects its built-in text.
     """

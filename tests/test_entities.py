@@ -8,6 +8,7 @@ import json
 import random
 import unicodedata
 from collections.abc import Iterable
+from dataclasses import astuple
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ import corral
 from corral import EntitySet
 from corral.errors import UnsupportedFeatureError
 from corral.grammar.json_schema.load import SchemaError
-from corral.grammar.regex.dawg import dawg, trie
+from corral.grammar.regex.dawg import dawg, encoded, trie, trie_of
 
 
 def _catalogue(n: int, seed: int = 0) -> list[str]:
@@ -90,6 +91,29 @@ def test_the_trie_reads_exactly_the_set_with_one_state_a_prefix(words: set[bytes
     assert d.n_states == len(prefixes)
     for p in prefixes | {w + b"a" for w in words} | {b"b" + w for w in words}:
         assert d.matches(p) == (p in words), p
+    # states in preorder (children by increasing byte), whatever the order of the input
+    spelled = [b""] * d.n_states
+    for s in range(d.n_states):
+        lo, hi = int(d.row_start[s]), int(d.row_start[s + 1])
+        assert list(d.labels[lo:hi]) == sorted(set(d.labels[lo:hi].tolist()))
+        for b, t in zip(d.labels[lo:hi].tolist(), d.targets[lo:hi].tolist(), strict=True):
+            spelled[t] = spelled[s] + bytes([b])
+    assert spelled == sorted(prefixes)
+    again = trie(sorted(words, reverse=True) + sorted(words))
+    for a, b in zip(astuple(d), astuple(again), strict=True):
+        assert np.array_equal(a, b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(alphabet="ab\0é", max_size=5), max_size=12))
+def test_names_encoded_in_one_go_give_the_trie_of_their_bytes(names: list[str]) -> None:
+    """``encoded`` joins ASCII names with NUL separators (one name per NUL) and encodes
+    the others one by one; both give the trie of the names' UTF-8 bytes."""
+    buf, offs, sep = encoded(names)
+    assert sep == int(all(x.isascii() and "\0" not in x for x in names) and bool(names))
+    got, want = trie_of(buf, offs, sep), trie([x.encode() for x in names])
+    for a, b in zip(astuple(got), astuple(want), strict=True):
+        assert np.array_equal(a, b)
 
 
 def test_an_entity_set_is_read_from_a_file_one_name_a_line(tmp_path) -> None:  # type: ignore[no-untyped-def]

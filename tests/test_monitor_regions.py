@@ -7,7 +7,7 @@ import pytest
 from support.tokenizers import load_vocab
 
 import corral
-from corral.errors import ArgumentTypeError, UnsupportedFeatureError
+from corral.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedFeatureError
 from corral.monitors.region import (
     EmptyRegionError,
     outside_grammar,
@@ -74,7 +74,27 @@ def test_what_is_not_a_constraint_is_refused() -> None:
     for bad in ("append", b"append", 3, ["append", 3]):
         with pytest.raises(ArgumentTypeError):
             region_constraint(bad)
+    with pytest.raises(InvalidArgumentError, match="not valid Unicode"):
+        region_constraint(["append", "x\ud800"])  # a lone surrogate has no UTF-8 form
     assert region_constraint(None) is None
+
+
+def test_the_same_names_in_any_order_are_one_grammar() -> None:
+    """Names become their trie, numbered the same whatever the order the callback returned
+    them in (repeats and non-ASCII names included), so a set returned again is found in
+    the compile cache."""
+    names = ["extend", "app", "é_x", "append", "insert", "app", "ab", "a"]
+    grammars = [
+        region_grammar(region_constraint(x), DOT, "identifier")
+        for x in (names, sorted(names), reversed(names), set(names))
+    ]
+    assert len({g.fingerprint for g in grammars}) == 1
+    assert region_constraint(names).count == 7
+    m = corral.compile(grammars[0], load_vocab("llama3")).matcher()
+    for text in ("a", "ab", "app", "append", "é_x", "extend", "", "abc", "é", "appen"):
+        f = m.fork()
+        whole = f.consume_bytes(text.encode()) and f.is_accepting()
+        assert whole == (text in names), text
 
 
 @pytest.mark.parametrize(

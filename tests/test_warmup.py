@@ -4,9 +4,9 @@ to compile.
 From an empty Numba cache (a fresh ``NUMBA_CACHE_DIR``), with the package's prebuilt
 kernels, or without them after ``python -m corral warmup`` ran, a process does what users
 do (a real tokenizer, a JSON Schema, the Lark JSON grammar, a regex, an entity set and a
-span, masks, consumes, fast-forward, batched masks on torch logits, completion checks) and
-every corral kernel it calls must come from a cache: Numba counts a cache miss for each
-signature it had to compile.
+span, a monitor's names, masks, consumes, fast-forward, batched masks on torch logits,
+completion checks) and every corral kernel it calls must come from a cache: Numba counts a
+cache miss for each signature it had to compile.
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ for compiled, text in docs:
     logits = torch.zeros(2, vocab.size)
     corral.apply_token_bitmask_inplace(logits, mask, vocab.size)
     m.consume(vocab.eos_token_ids[0])
+mon = corral.Monitor(trigger=r"\.", allowed=lambda ctx: ["path", "getcwd", "sep"])
+m = corral.MonitoredMatcher(vocab, [mon], compiler=compiler)
+for t in tok.encode("x = os.path(", add_special_tokens=False):
+    m.fill_bitmask(mask, 0)
+    m.consume(t)
 checker = CompletionChecker(compiler.json_schema(schema, final_check=False))
 ids = tok.encode('{"id": 7, "kind": "user"}', add_special_tokens=False)
 slots = [ids[0]] + [MASK] * 6 + ids[3:] + [MASK] * 3

@@ -42,6 +42,7 @@ from ..grammar.follow import follow_terminals, nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
 from ..grammar.regex.dfa import ByteDFA, column_classes
 from ..grammar.regex.sparse import SparseDFA
+from ..jit import kernel
 
 # header slots of `gt`: named in kernels/layout.py (re-exported here for the table builder)
 from .kernels.layout import (
@@ -330,6 +331,29 @@ def _follow_bytes(
     return out
 
 
+@kernel(nogil=True)
+def _copy_sparse_rows(
+    src_start: np.ndarray,
+    labels: np.ndarray,
+    targets: np.ndarray,
+    byte_class: np.ndarray,
+    offset: int,
+    row_start: np.ndarray,
+    row: int,
+    cls: np.ndarray,
+    dst: np.ndarray,
+    e: int,
+) -> None:
+    """Copy a sparse automaton's rows into the lexer's sparse rows: its state ``s``
+    becomes row ``row + s`` (``row_start[row + s + 1]`` written, entries from ``e``), its
+    bytes classes (``byte_class``) and its targets shifted by ``offset``."""
+    for s in range(src_start.shape[0] - 1):
+        row_start[row + s + 1] = e + src_start[s + 1]
+    for j in range(labels.shape[0]):
+        cls[e + j] = byte_class[labels[j]]
+        dst[e + j] = targets[j] + offset
+
+
 def _start_row(d: ByteDFA | SparseDFA) -> np.ndarray:
     """The 256 next states of ``d``'s start state."""
     return d.row(0) if isinstance(d, SparseDFA) else d.trans[0]
@@ -369,49 +393,54 @@ def _lexer_table(
         if n in special_terms:
             rows[:] = -1  # matched by its special token only, never by bytes
     _, dense_class = column_classes(full)
-    # the global classes: bytes that every automaton's classes put together
-    keys = [dense_class]
+    # the global classes: a byte some sparse automaton reads is a class of its own
+    # (sparse rows keep one entry a byte); the others keep the dense automata's classes
+    sparse_used = np.zeros(256, bool)
     for i in sparse_idx:
         d = dfas[i]
         assert isinstance(d, SparseDFA)
-        used = np.zeros(256, bool)
-        used[d.labels] = True
-        keys.append(np.where(used, np.arange(256), 256))
-    _, first, byte_class = np.unique(
-        np.stack(keys, axis=1), axis=0, return_index=True, return_inverse=True
-    )
+        if d.n_transitions:
+            sparse_used |= np.bincount(d.labels, minlength=256) > 0
+    key = np.where(sparse_used, 256 + np.arange(256), dense_class)
+    _, first, byte_class = np.unique(key, return_index=True, return_inverse=True)
     # classes numbered by their first byte (class 0 holds byte 0)
     order = np.argsort(first, kind="stable")
     remap = np.empty_like(order)
     remap[order] = np.arange(order.shape[0])
     byte_class = remap[byte_class.reshape(-1)].astype(np.int32)
     lex_trans = np.ascontiguousarray(full[:D][:, first[order]])
-    src: list[np.ndarray] = []
-    cls: list[np.ndarray] = []
-    dst: list[np.ndarray] = []
+    # Sparse rows: the automata are placed one after the other from state D. A byte
+    # they read is a class of its own, and classes numbered by their first byte keep
+    # such bytes in byte order, so each row, sorted by byte, is sorted by class too: the
+    # rows are copied in order, their bytes replaced by classes.
+    row_start = np.zeros(G - D + 1, np.int32)
+    n_entries = sum(
+        d.n_transitions
+        for n, d in zip(term_names, dfas, strict=True)
+        if isinstance(d, SparseDFA) and n not in special_terms
+    )
+    c_all = np.empty(n_entries, np.int32)
+    d_all = np.empty(n_entries, np.int32)
+    row = 0
+    e = 0
     for i in sparse_idx:
         d = dfas[i]
         assert isinstance(d, SparseDFA)
+        if int(starts[i]) != D + row:  # pragma: no cover - a bug in build_tables
+            raise AssertionError("sparse automata must be placed one after the other")
         t_blocked = grammar.terminals[term_names[i]].end_blocked
         if t_blocked is not None:
             raise InvalidArgumentError(
                 f"terminal {term_names[i]}: a sparse automaton cannot block ends: expected "
                 f"end_blocked=None, got an array of shape {list(t_blocked.shape)}"
             )
-        if term_names[i] in special_terms:
-            continue  # matched by its special token only, never by bytes
-        o = int(starts[i])
-        src.append(d.sources() + (o - D))
-        cls.append(byte_class[d.labels])
-        dst.append(d.targets + o)
-    n_rows = G - D
-    if src:
-        s_all, c_all, d_all = np.concatenate(src), np.concatenate(cls), np.concatenate(dst)
-        sort = np.lexsort((c_all, s_all))
-        s_all, c_all, d_all = s_all[sort], c_all[sort], d_all[sort]
-    else:
-        s_all = np.zeros(0, np.int64)
-        c_all = d_all = np.zeros(0, np.int32)
-    row_start = np.zeros(n_rows + 1, np.int32)
-    np.cumsum(np.bincount(s_all, minlength=n_rows), out=row_start[1:])
+        if term_names[i] in special_terms:  # matched by its special token only: no rows
+            row_start[row + 1 : row + 1 + d.n_states] = e
+        else:
+            _copy_sparse_rows(
+                d.row_start, d.labels, d.targets, byte_class, int(starts[i]),
+                row_start, row, c_all, d_all, e,
+            )  # fmt: skip
+            e += d.n_transitions
+        row += d.n_states
     return lex_trans, byte_class, (row_start, c_all.astype(np.int32), d_all.astype(np.int32))

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, UnsupportedFeatureError
+from ..errors import ArgumentTypeError, InvalidArgumentError, UnsupportedFeatureError
 from ..grammar.entities import EntitySet
 from ..grammar.ir import Grammar, Rule, Terminal
 from ..grammar.regex import ByteDFA
-from ..grammar.regex.dawg import trie
+from ..grammar.regex.dawg import encoded, trie_of
 from .trigger import TriggerAutomaton
 
 __all__ = [
@@ -51,12 +51,29 @@ _IDENT[[*range(48, 58), *range(65, 91), 95, *range(97, 123), *range(128, 256)]] 
 
 class Names:
     """Names a callback returned, as their trie: a DFA of the same language as an
-    :class:`EntitySet`'s minimal one, built in a tenth of the time (10,000 names: 11 ms
-    against 40 ms), which is what a region pays at every trigger."""
+    :class:`EntitySet`'s minimal one, built in one pass over the names' bytes without
+    sorting them (10,000 identifiers: under 1 ms, against 40 ms for the minimal one),
+    which is what a region pays at every trigger. The trie is the same whatever the
+    names' order, so a set returned again compiles to the same grammar (and is found in
+    the compile cache).
+
+    Raises:
+        ArgumentTypeError: a name is not a ``str``.
+        InvalidArgumentError: a name is not valid Unicode (a lone surrogate).
+    """
 
     def __init__(self, names: list[str]) -> None:
-        self.count = len(set(names))
-        self.dfa = trie(x.encode("utf-8") for x in names)
+        try:
+            buf, offs, sep = encoded(names)
+        except TypeError:
+            bad = next(x for x in names if not isinstance(x, str))
+            raise ArgumentTypeError(f"returned names that include a {type(bad).__name__}") from None
+        except UnicodeEncodeError as e:
+            raise InvalidArgumentError(
+                f"returned a name that is not valid Unicode text ({e.reason})"
+            ) from None
+        self.dfa = trie_of(buf, offs, sep)
+        self.count = int(np.count_nonzero(self.dfa.accept))
 
 
 class EmptyRegionError(Exception):
@@ -86,9 +103,6 @@ def region_constraint(result: Any, schema_options: dict[str, Any] | None = None)
         return Grammar.from_json_schema(result, **(schema_options or {}))
     if isinstance(result, Iterable):
         names = list(result)
-        bad = next((x for x in names if not isinstance(x, str)), None)
-        if bad is not None:
-            raise ArgumentTypeError(f"returned names that include a {type(bad).__name__}")
         if not names:
             raise EmptyRegionError
         return Names(names)

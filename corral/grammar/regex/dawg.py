@@ -18,7 +18,7 @@ import numpy as np
 from ...jit import kernel
 from .sparse import SparseDFA
 
-__all__ = ["dawg", "sorted_unique", "trie", "trie_states"]
+__all__ = ["concatenated", "dawg", "encoded", "sorted_unique", "trie", "trie_of", "trie_states"]
 
 
 def trie_states(strings: list[bytes]) -> int:
@@ -107,17 +107,161 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
     return out
 
 
+@kernel(nogil=True)
+def _byte_order(buf: np.ndarray, offs: np.ndarray, sep: int) -> np.ndarray:
+    """``int64 [n]``: the strings ``buf[offs[i]:offs[i + 1] - sep]`` sorted (byte order,
+    a prefix first; equal strings next to each other), as indices.
+
+    Eight bytes at a time: strings are sorted by their next 8 bytes packed in one
+    integer, then by how many bytes they have left (0 to 8, or 9 for more); runs that
+    tie with more left are sorted again on the following 8 bytes."""
+    n = offs.shape[0] - 1
+    order = np.arange(n)
+    cnt = np.zeros(11, np.int64)
+    tmp = np.empty(n, np.int64)
+    work = [(0, n, 0)]
+    while work:
+        lo, hi, d = work.pop()
+        m = hi - lo
+        keys = np.empty(m, np.uint64)
+        rest = np.empty(m, np.int64)
+        for t in range(m):
+            a = offs[order[lo + t]] + d
+            b = offs[order[lo + t] + 1] - sep
+            k = np.uint64(0)
+            for j in range(8):
+                k = k << np.uint64(8)
+                if a + j < b:
+                    k = k | np.uint64(buf[a + j])
+            keys[t] = k
+            rest[t] = min(b - a, 9)
+        sub = np.argsort(keys)
+        # rank by (key, rest): a run of equal keys is short or rare; sort it by rest
+        seg = order[lo:hi][sub]
+        ks = keys[sub]
+        rs = rest[sub]
+        t = 0
+        while t < m:
+            u = t + 1
+            while u < m and ks[u] == ks[t]:
+                u += 1
+            if u - t > 1:
+                # counting sort of the run by rest (0..9), stable
+                cnt[:] = 0
+                for v in range(t, u):
+                    cnt[rs[v] + 1] += 1
+                for c in range(10):
+                    cnt[c + 1] += cnt[c]
+                for v in range(t, u):
+                    tmp[cnt[rs[v]]] = seg[v]
+                    cnt[rs[v]] += 1
+                seg[t:u] = tmp[: u - t]
+                more = u - t - cnt[8]  # the run's strings with more than 8 bytes left
+                if more > 1:
+                    work.append((lo + u - more, lo + u, d + 8))
+            t = u
+        order[lo:hi] = seg
+    return order
+
+
+@kernel(nogil=True)
+def _trie_rows(
+    buf: np.ndarray, offs: np.ndarray, sep: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The trie of the strings ``buf[offs[i]:offs[i + 1] - sep]`` (any order, repeats
+    allowed; ``sep``: 1 where each string is followed by a separator byte)
+    as sparse DFA rows ``(row_start, labels, targets, accept)``, states in preorder with
+    children by increasing byte: the same numbering whatever the strings' order.
+
+    The strings are sorted (:func:`_byte_order`); a trie built from sorted strings
+    creates its nodes in preorder and each node's children in byte order, so one
+    counting sort of the nodes by parent gives the rows."""
+    order = _byte_order(buf, offs, sep)
+    cap = buf.shape[0] + 1
+    parent = np.empty(cap, np.int32)
+    label = np.empty(cap, np.uint8)
+    final = np.zeros(cap, np.bool_)
+    max_len = 0
+    for i in range(offs.shape[0] - 1):
+        max_len = max(max_len, offs[i + 1] - sep - offs[i])
+    path = np.zeros(max_len + 1, np.int32)  # path[k]: the node after k bytes of the word
+    row_start = np.zeros(cap + 1, np.int64)  # children counted at row_start[node + 1]
+    n = 1
+    pa = 0
+    pb = 0
+    for i in order:
+        a = offs[i]
+        b = offs[i + 1] - sep
+        common = 0
+        while common < b - a and common < pb - pa and buf[a + common] == buf[pa + common]:
+            common += 1
+        for k in range(common, b - a):
+            parent[n] = path[k]
+            row_start[path[k] + 1] += 1
+            label[n] = buf[a + k]
+            path[k + 1] = n
+            n += 1
+        final[path[b - a]] = True
+        pa = a
+        pb = b
+    row_start = row_start[: n + 1]
+    for x in range(n):
+        row_start[x + 1] += row_start[x]
+    fill = row_start[:n].copy()
+    labels = np.empty(n - 1, np.uint8)
+    targets = np.empty(n - 1, np.int32)
+    for x in range(1, n):
+        e = fill[parent[x]]
+        labels[e] = label[x]
+        targets[e] = x
+        fill[parent[x]] = e + 1
+    return row_start, labels, targets, final[:n].copy()
+
+
+def concatenated(strings: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``(buf, offs)``: ``strings`` concatenated (``uint8``) with their ``int64 [n + 1]``
+    offsets, in the given order."""
+    words = strings if isinstance(strings, list) else list(strings)
+    offs = np.zeros(len(words) + 1, np.int64)
+    if words:
+        np.cumsum(np.fromiter(map(len, words), np.int64, len(words)), out=offs[1:])
+    return np.frombuffer(b"".join(words), np.uint8), offs
+
+
+def encoded(names: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(buf, offs, sep)``: ``names`` encoded as UTF-8, name ``i`` being
+    ``buf[offs[i]:offs[i + 1] - sep]``. ASCII names without NUL are encoded in one go,
+    each followed by a NUL (``sep == 1``), the offsets read off the NULs; others one by
+    one (as :func:`concatenated`, ``sep == 0``).
+
+    Raises:
+        TypeError: a name is not a ``str``.
+        UnicodeEncodeError: a name holds a lone surrogate.
+    """
+    text = "\0".join(names)
+    if text.isascii():
+        buf = np.frombuffer((text + "\0").encode("ascii"), np.uint8)
+        nul = np.flatnonzero(buf == 0)
+        if nul.shape[0] == len(names):  # no name holds a NUL
+            offs = np.zeros(len(names) + 1, np.int64)
+            offs[1:] = nul + 1
+            return buf, offs, 1
+    return (*concatenated([x.encode("utf-8") for x in names]), 0)
+
+
 def trie(strings: Iterable[bytes]) -> SparseDFA:
     """The trie of ``strings`` as a DFA (not minimal: every prefix is a state of its own).
-    Same language as :func:`dawg`, built several times faster (no merging), for sets used
-    once; states in preorder, start state ``0``."""
-    buf, offs = sorted_unique(strings)
+    Same language as :func:`dawg`, built several times faster (no sort, no merging), for
+    sets used once; states in preorder, start state ``0``."""
+    return trie_of(*concatenated(strings))
+
+
+def trie_of(buf: np.ndarray, offs: np.ndarray, sep: int = 0) -> SparseDFA:
+    """:func:`trie` of the strings ``buf[offs[i]:offs[i + 1] - sep]`` (as :func:`encoded`
+    or :func:`concatenated` give them)."""
     if offs.shape[0] == 1:
         return SparseDFA.empty()
-    parent, label, accept = _trie(buf, offs)
-    n = parent.shape[0]
-    src = parent[1:].astype(np.int64)
-    return SparseDFA.from_edges(n, src, label[1:], np.arange(1, n, dtype=np.int64), accept)
+    return SparseDFA(*_trie_rows(buf, offs, sep))
 
 
 def dawg(strings: Iterable[bytes]) -> SparseDFA:
