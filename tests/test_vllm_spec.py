@@ -53,6 +53,23 @@ TOOLS_TAG = {
 }
 
 
+def test_monitors_travel_by_name_with_or_without_a_constraint() -> None:
+    alone = ConstraintSpec.of(monitors=["python_members"], monitor_state={"path": "a.py"})
+    assert alone.kind == "text" and alone.grammar() is None
+    assert json.loads(alone.to_json()) == {
+        "monitors": ["python_members"],
+        "monitor_state": {"path": "a.py"},
+    }
+    both = ConstraintSpec.of(regex="[a-z]+", monitors=("a", "b"))
+    assert both.monitors == ("a", "b") and both.base == ConstraintSpec.of(regex="[a-z]+")
+    for spec in (alone, both):
+        assert ConstraintSpec.parse(spec.to_json()) == spec
+    with pytest.raises(SpecError, match="exactly one of"):
+        ConstraintSpec.of()
+    with pytest.raises(SpecError, match="at most 16"):
+        ConstraintSpec.of(monitors=[f"m{i}" for i in range(17)])
+
+
 def test_structural_tags_travel_as_json_and_build_their_grammar() -> None:
     spec = ConstraintSpec.parse({"structural_tag": TOOLS_TAG, "options": {"whitespace": "compact"}})
     assert spec.kind == "structural_tag"

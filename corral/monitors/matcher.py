@@ -43,7 +43,7 @@ from .region import (
 )
 from .trigger import TriggerAutomaton, search_dfa, trigger_automaton
 
-__all__ = ["MonitoredMatcher"]
+__all__ = ["MonitoredConstraint", "MonitoredMatcher"]
 
 
 _UNKNOWN = -2
@@ -240,6 +240,13 @@ class MonitoredMatcher:
         return []
 
     # -- regions ----------------------------------------------------------------------
+    def settle(self) -> None:
+        """Ask now the monitor whose trigger fired at the end of the text, if one did and
+        was not asked yet (masks and tokens do it when they need the region; an engine
+        calls this first, to fail one request on a :class:`MonitorError` before filling
+        a batch's masks)."""
+        self._settle()
+
     def _settle(self) -> None:
         """Enter the region of a trigger that fired, if one did and was not asked yet."""
         if self._pending == _UNKNOWN:
@@ -314,3 +321,40 @@ def _call(monitor: Monitor, ctx: MonitorContext) -> Any:
         raise MonitorError(
             f"its callback raised {type(e).__name__}: {e}", monitor=monitor.name, text=ctx.text
         ) from e
+
+
+@dataclass(frozen=True)
+class MonitoredConstraint:
+    """A request's monitors, its own constraint and its prompt, from which matchers start
+    (a stand-in for a compiled grammar where engines and samplers start matchers: it has
+    :meth:`matcher` and :attr:`eos_ids`).
+
+    Attributes:
+        vocab: the :class:`~corral.Vocabulary`.
+        monitors: the request's :class:`Monitor` objects.
+        base: the request's own :class:`~corral.CompiledGrammar`, or ``None`` (free text
+            between regions).
+        prompt: the prompt text (``MonitorContext.prompt``).
+        state: ``MonitorContext.state``.
+    """
+
+    vocab: Any
+    monitors: tuple[Monitor, ...]
+    base: Any = None
+    prompt: str = ""
+    state: Any = None
+
+    @property
+    def eos_ids(self) -> np.ndarray:
+        """``int64``: the vocabulary's EOS ids (as :attr:`CompiledGrammar.eos_ids`)."""
+        return np.asarray(self.vocab.eos_token_ids, np.int64)
+
+    def matcher(self) -> MonitoredMatcher:
+        """A fresh :class:`MonitoredMatcher` at the start of the output."""
+        return MonitoredMatcher(
+            self.vocab,
+            self.monitors,
+            base=None if self.base is None else self.base.matcher(),
+            prompt=self.prompt,
+            state=self.state,
+        )

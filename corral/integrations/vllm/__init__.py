@@ -49,6 +49,8 @@ def sampling_params(
     tool_calls: dict[str, Any] | None = None,
     start: str = "start",
     schema_options: dict[str, Any] | None = None,
+    monitors: list[str] | None = None,
+    monitor_state: Any = None,
     **sampling_kwargs: Any,
 ) -> Any:
     """``vllm.SamplingParams`` that carry one constraint for :class:`CorralLogitsProcessor`.
@@ -65,13 +67,18 @@ def sampling_params(
             the engine, for the engine's vocabulary.
         schema_options: JSON Schema compile options
             (:class:`corral.grammar.json_schema.Options`: ``whitespace``, ...).
+        monitors: names of monitors registered in the engine's process
+            (:mod:`corral.monitors.registry`; ``["python_members"]`` is built in), with or
+            without one of the constraints above.
+        monitor_state: JSON data the monitors' callbacks see as ``MonitorContext.state``.
         sampling_kwargs: any other ``SamplingParams`` argument (``max_tokens``,
             ``temperature``, ...). ``extra_args`` may be given; its ``"corral"`` key is
             set here.
 
     Raises:
-        SpecError: not exactly one constraint, or unknown options. The grammar itself is
-            checked when the engine admits the request.
+        SpecError: not exactly one constraint (or none, with ``monitors``), or unknown
+            options. The grammar itself, and the monitors' names, are checked when the
+            engine admits the request.
     """
     from vllm import SamplingParams
 
@@ -82,6 +89,8 @@ def sampling_params(
         structural_tag=structural_tag,
         tool_calls=tool_calls,
         start=start,
+        monitors=monitors,
+        monitor_state=monitor_state,
         **(schema_options or {}),
     )
     extra = dict(sampling_kwargs.pop("extra_args", None) or {})
@@ -98,6 +107,8 @@ def extra_body(
     tool_calls: dict[str, Any] | None = None,
     start: str = "start",
     schema_options: dict[str, Any] | None = None,
+    monitors: list[str] | None = None,
+    monitor_state: Any = None,
 ) -> dict[str, Any]:
     """The ``extra_body`` of an OpenAI-client request to ``vllm serve`` that carries one
     constraint: ``{"vllm_xargs": {"corral": "<the spec as JSON>"}}``.
@@ -106,7 +117,8 @@ def extra_body(
     other ``extra_body`` fields. Needs no vLLM on the client.
 
     Raises:
-        SpecError: not exactly one constraint, or unknown options.
+        SpecError: not exactly one constraint (or none, with ``monitors``), or unknown
+            options.
     """
     spec = ConstraintSpec.of(
         schema=schema,
@@ -115,6 +127,8 @@ def extra_body(
         structural_tag=structural_tag,
         tool_calls=tool_calls,
         start=start,
+        monitors=monitors,
+        monitor_state=monitor_state,
         **(schema_options or {}),
     )
     return {"vllm_xargs": {KEY: spec.to_json()}}

@@ -39,6 +39,7 @@ refuses custom logits processors for pooling models.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -90,6 +91,7 @@ def request_spec(params: Any) -> ConstraintSpec | None:
             "tool_choice='auto' and give the choice to corral's tool_calls constraint)"
         )
     spec.grammar()
+    spec.resolve_monitors()  # every name known in this process
     return spec
 
 
@@ -167,7 +169,7 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
         return self._v2
 
     def _new_slot_row(self, slot: int, params: Any, output: list[int]) -> Row | None:
-        return self._new_row(slot, params, output, where="slot")
+        return self._new_row(slot, params, output, where="slot", prompt=None)
 
     # -- vLLM V1 interface ----------------------------------------------------------------
     def is_argmax_invariant(self) -> bool:
@@ -182,8 +184,8 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
         table = self._table()
         for index in batch_update.removed:
             table.remove(index)
-        for index, params, _prompt, output in batch_update.added:
-            table.add(index, self._new_row(index, params, output))
+        for index, params, prompt, output in batch_update.added:
+            table.add(index, self._new_row(index, params, output, prompt=prompt))
         for a, b, direction in batch_update.moved:
             table.move(a, b, swap=direction == MoveDirectionality.SWAP)
 
@@ -207,9 +209,16 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
         return self._rows
 
     def _new_row(
-        self, index: int, params: Any, output: list[int], where: str = "batch row"
+        self,
+        index: int,
+        params: Any,
+        output: list[int],
+        where: str = "batch row",
+        prompt: Any = (),
     ) -> Row | None:
         """The row of a request entering the batch (``None``: it has no constraint).
+        ``prompt``: the prompt's token ids, which a request with monitors needs (``None``
+        where the engine does not give them).
 
         Never raises: admission checks the constraint, and a request that skipped it (or
         that fails here for any other reason) gets a failed row, which ends that request
@@ -223,7 +232,7 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
                 return None
             return Row(
                 label=f"constrained request ({spec.kind}) at {where} {index}",
-                grammar=self._compile(spec),
+                grammar=self._monitored(spec, prompt) if spec.monitors else self._compile(spec),
                 output=output,
                 end_ids=_end_ids(params),
             )
@@ -246,6 +255,34 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
             future = _pool().submit(lambda: spec.compile(vocab.result()))
             self._specs[spec] = future
         return future
+
+    def _monitored(self, spec: ConstraintSpec, prompt: Any) -> Future[Any]:
+        """A future of the request's :class:`~corral.monitors.matcher.MonitoredConstraint`:
+        its monitors resolved by name in this process, its own constraint compiled (shared
+        through corral's compile cache) and its prompt decoded with the vocabulary."""
+        if prompt is None:
+            raise CorralError(
+                "monitors need the request's prompt, which vLLM's Model Runner V2 does not "
+                "give a logits processor: run it under the V1 runner for now "
+                "(VLLM_USE_V2_MODEL_RUNNER=0)"
+            )
+        ids = [int(t) for t in prompt]
+        vocab = self._vocab
+
+        def build() -> Any:
+            from ...monitors.matcher import MonitoredConstraint
+
+            v = vocab.result()
+            text = b"".join(v.token_bytes(t) for t in ids if 0 <= t < v.size)
+            return MonitoredConstraint(
+                v,
+                tuple(spec.resolve_monitors()),
+                spec.base.compile(v),
+                text.decode("utf-8", errors="replace"),
+                json.loads(spec.monitor_state),
+            )
+
+        return _pool().submit(build)
 
 
 def _has_constraint(params: Any) -> bool:

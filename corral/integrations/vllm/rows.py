@@ -11,11 +11,12 @@ preemption with the tokens it already has, and placeholders (``-1``, tokens of a
 in-flight step under asynchronous scheduling, filled in before sampling) are all the
 same case.
 
-Fail closed: a row whose grammar could not be compiled, or whose output holds a token
-its grammar does not allow (a sampler that ignored the mask, a speculative path), is
-*failed*: its mask allows only the request's end tokens, so the request ends at its
-next step, and ``on_error`` (a log) names the request and the reason. A failed row
-never continues unconstrained.
+Fail closed: a row whose grammar could not be compiled, whose output holds a token its
+grammar does not allow (a sampler that ignored the mask, a speculative path), or whose
+monitor's callback failed (:class:`~corral.MonitorError`: it raised, ran past its
+timeout or allowed nothing), is *failed*: its mask allows only the request's end
+tokens, so the request ends at its next step, and ``on_error`` (a log) names the request
+and the reason. A failed row never continues unconstrained.
 
 End tokens. A request ends on its own stop tokens (``end_ids``: the EOS id and the stop
 token ids of its sampling parameters). Each row's mask allows them exactly when the
@@ -31,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from ...errors import CorralError
 
 PLACEHOLDER = -1
 """A token id vLLM writes for a token sampled in a step whose result has not reached
@@ -76,18 +79,25 @@ class Row:
                 return
         out = self.output
         n = len(out)
-        while self.fed < n:
-            token = int(out[self.fed])
-            if token == PLACEHOLDER:
-                return
-            if not self.matcher.try_consume(token):
-                self.error = (
-                    f"output token {token} (position {self.fed}) is outside its grammar "
-                    "(a sampler or speculative step ignored the mask)"
-                )
-                self.matcher = None
-                return
-            self.fed += 1
+        try:
+            while self.fed < n:
+                token = int(out[self.fed])
+                if token == PLACEHOLDER:
+                    return
+                if not self.matcher.try_consume(token):
+                    self.error = (
+                        f"output token {token} (position {self.fed}) is outside its grammar "
+                        "(a sampler or speculative step ignored the mask)"
+                    )
+                    self.matcher = None
+                    return
+                self.fed += 1
+            settle = getattr(self.matcher, "settle", None)
+            if settle is not None:
+                settle()  # a monitor's callback, asked here: its failure is this row's
+        except CorralError as e:  # a monitor's callback failed (MonitorError)
+            self.error = str(e)
+            self.matcher = None
 
     @property
     def pending(self) -> bool:

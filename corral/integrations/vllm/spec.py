@@ -43,6 +43,9 @@ KEY = "corral"
 """The key of ``SamplingParams.extra_args`` (and of ``vllm_xargs``) that holds a constraint."""
 
 _KINDS = ("schema", "grammar", "regex", "structural_tag", "tool_calls")
+_MONITOR_KEYS = ("monitors", "monitor_state")
+MAX_MONITORS = 16
+"""The most monitors one request may name."""
 _READ = ("schema", "structural_tag", "tool_calls")  # kinds whose source is JSON text
 
 TOOL_CALL_FIELDS = ("tools", "model", "tool_choice", "parallel", "reasoning", "reasoning_budget")
@@ -79,6 +82,11 @@ class ConstraintSpec:
             text, or the regex.
         options: the schema's compile options, or ``(("start", name),)`` for a grammar,
             as sorted ``(name, value)`` pairs.
+        monitors: the names of the request's monitors (:mod:`corral.monitors.registry`),
+            in the given order; ``kind`` is ``"text"`` (no constraint of its own, and an
+            empty ``source``) where the request has monitors only.
+        monitor_state: JSON text of the ``monitor_state`` the monitors' callbacks see as
+            ``MonitorContext.state``.
 
     Two requests with equal specs share one compiled grammar.
     """
@@ -86,6 +94,8 @@ class ConstraintSpec:
     kind: str
     source: str
     options: tuple[tuple[str, Any], ...] = ()
+    monitors: tuple[str, ...] = ()
+    monitor_state: str = "null"
 
     @classmethod
     def parse(cls, value: Any) -> ConstraintSpec:
@@ -105,19 +115,32 @@ class ConstraintSpec:
                 f'{{"schema": {{...}}}}, {{"grammar": "..."}} or {{"regex": "..."}}, '
                 f"not {type(value).__name__}"
             )
-        unknown = sorted(set(value) - {*_KINDS, "options", "start"})
+        unknown = sorted(set(value) - {*_KINDS, "options", "start", *_MONITOR_KEYS})
         if unknown:
             raise SpecError(
                 f"extra_args[{KEY!r}] has unknown key(s) {unknown}; expected one of "
-                f"{list(_KINDS)}, with 'options' (schema) or 'start' (grammar)"
+                f"{list(_KINDS)}, with 'options' (schema) or 'start' (grammar), and "
+                "'monitors' with 'monitor_state'"
             )
+        monitors = _monitor_names(value.get("monitors"))
+        if "monitor_state" in value and not monitors:
+            raise SpecError("'monitor_state' applies to a request with 'monitors'")
+        state = json.dumps(value.get("monitor_state"), ensure_ascii=False)
         kinds = [k for k in _KINDS if k in value]
-        if len(kinds) != 1:
+        if len(kinds) > 1 or not (kinds or monitors):
             raise SpecError(
-                f"extra_args[{KEY!r}] must give exactly one of {list(_KINDS)}, got "
-                + (", ".join(kinds) if kinds else "none")
+                f"extra_args[{KEY!r}] must give exactly one of {list(_KINDS)} (or none, "
+                "with 'monitors'), got " + (", ".join(kinds) if kinds else "none")
             )
-        kind = kinds[0]
+        if not kinds:
+            if "options" in value or "start" in value:
+                raise SpecError("'options' and 'start' apply to a schema or a grammar")
+            return cls("text", "", (), monitors, state)
+        base = cls._parse_kind(value, kinds[0])
+        return dataclasses.replace(base, monitors=monitors, monitor_state=state)
+
+    @classmethod
+    def _parse_kind(cls, value: Mapping[str, Any], kind: str) -> ConstraintSpec:
         body = value[kind]
         options = value.get("options")
         if options is not None and kind not in _READ:
@@ -149,6 +172,8 @@ class ConstraintSpec:
         structural_tag: Any = None,
         tool_calls: Mapping[str, Any] | None = None,
         start: str = "start",
+        monitors: Any = None,
+        monitor_state: Any = None,
         **schema_options: Any,
     ) -> ConstraintSpec:
         """The spec of exactly one of ``schema`` (dict, bool, JSON text or pydantic model
@@ -156,7 +181,43 @@ class ConstraintSpec:
         :mod:`corral.grammar.structural` format, or XGrammar's JSON form) and
         ``tool_calls`` (a mapping of :func:`corral.tool_calls`'s arguments but ``vocab``:
         the format is built where the vocabulary is known), with the compile options of a
-        schema (or of a structural tag's or the tools' JSON Schemas)."""
+        schema (or of a structural tag's or the tools' JSON Schemas); and ``monitors``, a
+        list of monitor names (:mod:`corral.monitors.registry`), with or without one of
+        those, with ``monitor_state`` (JSON data) for their callbacks."""
+        watch: dict[str, Any] = {}
+        if monitors is not None:
+            watch["monitors"] = monitors if isinstance(monitors, (str, bytes)) else list(monitors)
+        if monitor_state is not None:
+            watch["monitor_state"] = monitor_state
+        kinds = (schema, grammar, regex, structural_tag, tool_calls)
+        if watch and all(v is None for v in kinds) and not schema_options:
+            return cls.parse(watch)
+        base = cls._of_one(
+            schema=schema,
+            grammar=grammar,
+            regex=regex,
+            structural_tag=structural_tag,
+            tool_calls=tool_calls,
+            start=start,
+            **schema_options,
+        )
+        if not watch:
+            return base
+        w = cls.parse(watch)
+        return dataclasses.replace(base, monitors=w.monitors, monitor_state=w.monitor_state)
+
+    @classmethod
+    def _of_one(
+        cls,
+        *,
+        schema: Any,
+        grammar: str | None,
+        regex: str | None,
+        structural_tag: Any,
+        tool_calls: Mapping[str, Any] | None,
+        start: str,
+        **schema_options: Any,
+    ) -> ConstraintSpec:
         given = [
             n
             for n, v in (
@@ -224,12 +285,32 @@ class ConstraintSpec:
         """The wire form: JSON text for ``extra_args["corral"]`` / ``vllm_xargs``."""
         read = self.kind in _READ
         body = _schema_source(self.source) if read else self.source
-        out: dict[str, Any] = {self.kind: body}
+        out: dict[str, Any] = {} if self.kind == "text" else {self.kind: body}
         if read and self.options:
             out["options"] = dict(self.options)
         if self.kind == "grammar":
             out.update(self.options)
+        if self.monitors:
+            out["monitors"] = list(self.monitors)
+            if self.monitor_state != "null":
+                out["monitor_state"] = json.loads(self.monitor_state)
         return json.dumps(out, ensure_ascii=False)
+
+    @property
+    def base(self) -> ConstraintSpec:
+        """The spec without its monitors (requests with equal bases share a compile)."""
+        return dataclasses.replace(self, monitors=(), monitor_state="null")
+
+    def resolve_monitors(self) -> list[Any]:
+        """The request's :class:`~corral.Monitor` objects, by name in this process.
+
+        Raises:
+            InvalidArgumentError: a name no monitor has here (the message lists the
+                known ones), or one that fails to load.
+        """
+        from ...monitors.registry import monitor_named
+
+        return [monitor_named(n) for n in self.monitors]
 
     def grammar(self, vocab: Any = None) -> Any:
         """The grammar (:class:`corral.Grammar`), built once per process per spec.
@@ -247,6 +328,8 @@ class ConstraintSpec:
         from ...automata.compiler import default_cache
         from ...grammar import frontends
 
+        if self.kind == "text":
+            return None
         if self.kind == "regex":
             source = frontends.source("regex", self.source)
         elif self.kind == "grammar":
@@ -267,10 +350,36 @@ class ConstraintSpec:
 
     def compile(self, vocab: Any) -> Any:
         """The :class:`~corral.CompiledGrammar` for ``vocab`` (shared through corral's
-        compile cache: equal specs compile once)."""
+        compile cache: equal specs compile once); ``None`` for ``"text"``."""
         from ...automata import compile
 
-        return compile(self.grammar(vocab), vocab)
+        grammar = self.grammar(vocab)
+        return None if grammar is None else compile(grammar, vocab)
+
+
+def _monitor_names(value: Any) -> tuple[str, ...]:
+    """The ``monitors`` of a constraint object: a list of distinct monitor names."""
+    if value is None:
+        return ()
+    from ...monitors.registry import NAME_PATTERN
+
+    if not isinstance(value, list) or not value:
+        raise SpecError(
+            f"'monitors' must be a non-empty list of monitor names, not {value!r}"
+            if not isinstance(value, list)
+            else "'monitors' must name at least one monitor"
+        )
+    if len(value) > MAX_MONITORS:
+        raise SpecError(f"'monitors' names {len(value)} monitors; at most {MAX_MONITORS}")
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            raise SpecError(
+                f"'monitors'[{i}] must be a monitor's name (a letter or '_', then letters, "
+                f"digits, '_', '.' or '-'), not {name!r}"
+            )
+    if len(set(value)) != len(value):
+        raise SpecError(f"'monitors' names a monitor twice: {value}")
+    return tuple(value)
 
 
 def _schema_text(body: Any) -> str:
