@@ -353,7 +353,7 @@ class _Session:
     ) -> None:
         self.config = config
         if monitors is not None:  # constraints computed while generating: corral/monitors
-            from ..monitors.decoding import check_monitored, monitored_matcher
+            from ..monitors.decoding import check_monitored, monitored_constraint
 
             monitors = check_monitored(monitors, sampler=config.sampler, heal=heal)
             heal = False
@@ -371,12 +371,13 @@ class _Session:
             )
         self.ids = prompt_ids(self.tokenizer, prompt, chat=chat)
         check_prompt_length(len(self.ids), context_length(getattr(self.model, "config", None)))
-        if monitors is None:
-            self.matcher = self.compiled.matcher()
-        else:
-            self.matcher = monitored_matcher(
+        # what matchers start from: the compiled grammar, or it under the monitors
+        self.constraint: Any = self.compiled
+        if monitors is not None:
+            self.constraint = monitored_constraint(
                 self.vocab, monitors, self.compiled, prompt=prompt, state=monitor_state
             )
+        self.matcher = self.constraint.matcher()
         self.stats = GenerationStats()
         self.tokens: list[int] = []
         self._result: Generation | None = None
@@ -414,7 +415,7 @@ class _Session:
 
         t0 = time.perf_counter()
         draw = self.config.make_sampler().sample(
-            HFCausalLM(self.model, self.ids), self.compiled,
+            HFCausalLM(self.model, self.ids), self.constraint,
             generator=self.config.generator(fresh=True),
             context=(id(self.model), tuple(self.ids)), prompt_key=repr(self.ids),
         )  # fmt: skip

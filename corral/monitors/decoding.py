@@ -2,10 +2,12 @@
 
 ``generate(model, prompt, monitors=[...])`` (with ``schema=``, ``grammar=``, ``regex=`` or
 none of them) decodes with a :class:`~corral.monitors.matcher.MonitoredMatcher` over the
-request's own matcher. Per-token samplers only: ``"mask"`` and ``"awrs"`` (the sequence
-samplers recompute whole prefixes per particle, which would ask monitors again for every
-particle; not supported yet). Token healing re-spells the prompt's tail through the
-chart of a plain matcher: off with monitors.
+request's own matcher. Samplers: ``"mask"``, ``"awrs"`` and ``"smc"`` (each particle a
+monitored matcher of its own: a particle asks a monitor where its own text fires a
+trigger, and resampled copies share the regions entered before). ``"asap"`` keeps a trie
+of samples per compiled grammar, which a monitored constraint is not: refused. Token
+healing re-spells the prompt's tail through the chart of a plain matcher: off with
+monitors.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ArgumentTypeError, InvalidArgumentError
-from .matcher import MonitoredMatcher
+from .matcher import MonitoredConstraint
 from .monitor import Monitor
 
-__all__ = ["check_monitored", "monitored_matcher"]
+__all__ = ["SAMPLERS", "check_monitored", "monitored_constraint"]
 
-PER_TOKEN = ("mask", "awrs")
+SAMPLERS = ("mask", "awrs", "smc")
+"""The samplers that run with monitors."""
 
 
 def check_monitored(monitors: Any, *, sampler: str, heal: bool | None) -> list[Monitor]:
@@ -41,26 +44,25 @@ def check_monitored(monitors: Any, *, sampler: str, heal: bool | None) -> list[M
             raise ArgumentTypeError(f"monitors=: expected Monitor, got {type(m).__name__}")
     if not monitors:
         raise InvalidArgumentError("monitors=: give at least one Monitor (or leave it out)")
-    if sampler not in PER_TOKEN:
+    if sampler not in SAMPLERS:
         raise InvalidArgumentError(
-            f"monitors= works with sampler='mask' or 'awrs', not {sampler!r} (yet)"
+            f"monitors= works with sampler='mask', 'awrs' or 'smc', not {sampler!r} (yet)"
         )
     if heal:
         raise InvalidArgumentError("monitors= and heal=True cannot be combined (yet)")
     return list(monitors)
 
 
-def monitored_matcher(
+def monitored_constraint(
     vocab: Any,
     monitors: list[Monitor],
     compiled: Any,
     *,
     prompt: str | Sequence[int],
     state: Any = None,
-) -> MonitoredMatcher:
-    """The matcher of a monitored generation: ``compiled`` (the request's own constraint,
-    or ``None``) under ``monitors``; ``prompt`` text goes to the callbacks (token ids
-    give ``""``)."""
-    base = None if compiled is None else compiled.matcher()
+) -> MonitoredConstraint:
+    """The constraint of a monitored generation, whose :meth:`~MonitoredConstraint.matcher`
+    decodes: ``compiled`` (the request's own constraint, or ``None``) under ``monitors``;
+    ``prompt`` text goes to the callbacks (token ids give ``""``)."""
     text = prompt if isinstance(prompt, str) else ""
-    return MonitoredMatcher(vocab, monitors, base=base, prompt=text, state=state)
+    return MonitoredConstraint(vocab, tuple(monitors), compiled, text, state)

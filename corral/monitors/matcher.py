@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +129,7 @@ class MonitoredMatcher:
         # asked when the next mask or token needs its region: an AWRS check that rolls
         # the token back never calls it); _UNKNOWN: not looked up yet
         self._pending = -1
+        self._inflight: _InFlight | None = None  # a callback started ahead (prefetch)
         # (segments, text length, pending) before each consumed token
         self._history: list[tuple[int, int, int]] = []
         # a prompt that ends where a trigger fires (`x = os.`): its region comes first
@@ -247,11 +250,36 @@ class MonitoredMatcher:
         a batch's masks)."""
         self._settle()
 
-    def _settle(self) -> None:
-        """Enter the region of a trigger that fired, if one did and was not asked yet."""
+    def prefetch(self) -> bool:
+        """Start, in the background, the callback of a trigger that fired at the end of the
+        text and was not asked yet, so that it runs while the caller does something else
+        (the decode loop: the model's forward pass); the next mask or token then waits
+        for its result (within the monitor's timeout, counted from the start). Returns
+        whether a callback is in flight. A token checked and rolled back (AWRS) is never
+        prefetched: only the decode loop calls this, for the token it kept."""
+        self._look_up()
+        if self._pending < 0:
+            return False
+        monitor = self.monitors[self._pending]
+        ctx = self._context(monitor)
+        fl = self._inflight
+        if fl is None or not fl.answers(monitor, ctx):
+            self._inflight = _InFlight(monitor, ctx, _start(monitor, ctx), time.monotonic())
+        return True
+
+    def _look_up(self) -> None:
+        """Read which trigger fired at the end of the text, if not read yet."""
         if self._pending == _UNKNOWN:
             seg = self._segments[-1]
             self._pending = -1 if seg.matcher.is_finished() else seg.fired()
+
+    def _context(self, monitor: Monitor) -> MonitorContext:
+        text = self._text.decode("utf-8", errors="replace")
+        return MonitorContext(text=text, prompt=self.prompt, monitor=monitor.name, state=self.state)
+
+    def _settle(self) -> None:
+        """Enter the region of a trigger that fired, if one did and was not asked yet."""
+        self._look_up()
         if self._pending >= 0:
             hit, self._pending = self._pending, -1
             try:
@@ -270,9 +298,13 @@ class MonitoredMatcher:
 
     def _enter(self, monitor: Monitor) -> None:
         """Ask ``monitor`` what may follow the text, and push that region's segment."""
-        text = self._text.decode("utf-8", errors="replace")
-        ctx = MonitorContext(text=text, prompt=self.prompt, monitor=monitor.name, state=self.state)
-        result = _call(monitor, ctx)
+        ctx = self._context(monitor)
+        text = ctx.text
+        fl, self._inflight = self._inflight, None
+        if fl is not None and fl.answers(monitor, ctx):  # prefetched
+            result = _wait(monitor, ctx, fl.future, fl.started)
+        else:
+            result = _wait(monitor, ctx, _start(monitor, ctx), time.monotonic())
         try:
             constraint = region_constraint(result)
         except EmptyRegionError:
@@ -299,18 +331,58 @@ class MonitoredMatcher:
             )
 
 
-def _call(monitor: Monitor, ctx: MonitorContext) -> Any:
-    """``monitor.allowed(ctx)``, within its timeout; any failure is a MonitorError."""
-    try:
-        if monitor.is_async:
-            return asyncio.run(asyncio.wait_for(monitor.allowed(ctx), monitor.timeout_s))
-        if monitor.timeout_s is None:
-            return monitor.allowed(ctx)
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+@dataclass(frozen=True)
+class _InFlight:
+    """A callback started ahead (:meth:`MonitoredMatcher.prefetch`)."""
+
+    monitor: Monitor
+    ctx: MonitorContext
+    future: concurrent.futures.Future[Any]
+    started: float  # time.monotonic() at the start
+
+    def answers(self, monitor: Monitor, ctx: MonitorContext) -> bool:
+        """Whether this call is ``monitor``'s for ``ctx`` (the same text and state)."""
+        c = self.ctx
+        return (
+            self.monitor is monitor
+            and c.text == ctx.text
+            and c.prompt == ctx.prompt
+            and c.state is ctx.state
+        )
+
+
+def _start(monitor: Monitor, ctx: MonitorContext) -> concurrent.futures.Future[Any]:
+    """Run ``monitor.allowed(ctx)`` on a thread of its own (daemon: a callback that never
+    returns holds up neither other callbacks nor the interpreter's exit); an ``async``
+    callback runs in an event loop of its own there, so a caller inside a running loop can
+    use one too."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
         try:
-            return pool.submit(monitor.allowed, ctx).result(timeout=monitor.timeout_s)
-        finally:
-            pool.shutdown(wait=False)
+            call = monitor.allowed(ctx)
+            result = asyncio.run(call) if monitor.is_async else call
+        except BaseException as e:  # handed to the waiting caller, which names it
+            future.set_exception(e)
+        else:
+            future.set_result(result)
+
+    threading.Thread(target=run, name=f"corral-monitor-{monitor.name}", daemon=True).start()
+    return future
+
+
+def _wait(
+    monitor: Monitor, ctx: MonitorContext, future: concurrent.futures.Future[Any], started: float
+) -> Any:
+    """The result of a started callback, within the monitor's timeout counted from
+    ``started``; any failure is a MonitorError. A callback past its timeout is left to
+    finish on its thread, its result unused."""
+    try:
+        if monitor.timeout_s is None:
+            return future.result()
+        return future.result(timeout=max(0.0, monitor.timeout_s - (time.monotonic() - started)))
     except (TimeoutError, concurrent.futures.TimeoutError):
         raise MonitorError(
             f"its callback took longer than {monitor.timeout_s} s",

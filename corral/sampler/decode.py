@@ -131,14 +131,26 @@ def token_steps(
                 feed.extend(forced)
                 yield forced
                 continue
-            stop = sampler.prepare(cur, eos)
+            # a monitor's callback (corral/monitors) started now runs during the forward
+            # pass; the mask, which needs its answer, is then computed after it
+            prefetch = getattr(cur, "prefetch", None)
+            deferred = prefetch is not None and prefetch()
+            stop = False if deferred else sampler.prepare(cur, eos)
             st.mask_s += time.perf_counter() - t0
             if stop:
                 return
+        else:
+            deferred = False
         t0 = time.perf_counter()
         logits, state = lm.extend(state, feed)
         st.forward_s += time.perf_counter() - t0
         st.forward_passes += 1
+        if deferred:
+            t0 = time.perf_counter()
+            stop = sampler.prepare(cur, eos)
+            st.mask_s += time.perf_counter() - t0
+            if stop:
+                return
         t0 = time.perf_counter()
         tok = sampler.step(logits, cur, gen)
         st.checks += sampler.checks - checks0
