@@ -48,26 +48,28 @@ def sorted_unique(strings: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 @kernel(nogil=True)
-def _trie(buf: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The trie of sorted distinct strings: ``(parent, label, accept)`` per node, node 0
-    the root (``parent[0] == -1``). Nodes are numbered in preorder, so a node's children
-    come after it, in increasing byte order."""
-    n_words = offs.shape[0] - 1
+def _trie(
+    buf: np.ndarray, offs: np.ndarray, order: np.ndarray, sep: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The trie of the strings ``buf[offs[i]:offs[i + 1] - sep]`` taken in the sorted
+    ``order`` (byte order; equal strings next to each other): ``(parent, label, accept)``
+    per node, node 0 the root (``parent[0] == -1``). Nodes are numbered in preorder, so a
+    node's children come after it, in increasing byte order."""
     cap = buf.shape[0] + 1
     parent = np.empty(cap, np.int32)
     label = np.zeros(cap, np.uint8)
     accept = np.zeros(cap, np.bool_)
     parent[0] = -1
     max_len = 0
-    for i in range(n_words):
-        max_len = max(max_len, offs[i + 1] - offs[i])
+    for i in range(offs.shape[0] - 1):
+        max_len = max(max_len, offs[i + 1] - sep - offs[i])
     path = np.zeros(max_len + 1, np.int32)  # path[k]: the node after k bytes of the word
     n = 1
     prev_a = 0
     prev_b = 0
-    for i in range(n_words):
+    for i in order:
         a = offs[i]
-        b = offs[i + 1]
+        b = offs[i + 1] - sep
         common = 0
         while (
             common < b - a and common < prev_b - prev_a and buf[a + common] == buf[prev_a + common]
@@ -169,42 +171,18 @@ def _trie_rows(
     buf: np.ndarray, offs: np.ndarray, sep: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The trie of the strings ``buf[offs[i]:offs[i + 1] - sep]`` (any order, repeats
-    allowed; ``sep``: 1 where each string is followed by a separator byte)
-    as sparse DFA rows ``(row_start, labels, targets, accept)``, states in preorder with
-    children by increasing byte: the same numbering whatever the strings' order.
+    allowed; ``sep``: 1 where each string is followed by a separator byte) as sparse DFA
+    rows ``(row_start, labels, targets, accept)``, states in preorder with children by
+    increasing byte: the same numbering whatever the strings' order.
 
     The strings are sorted (:func:`_byte_order`); a trie built from sorted strings
     creates its nodes in preorder and each node's children in byte order, so one
     counting sort of the nodes by parent gives the rows."""
-    order = _byte_order(buf, offs, sep)
-    cap = buf.shape[0] + 1
-    parent = np.empty(cap, np.int32)
-    label = np.empty(cap, np.uint8)
-    final = np.zeros(cap, np.bool_)
-    max_len = 0
-    for i in range(offs.shape[0] - 1):
-        max_len = max(max_len, offs[i + 1] - sep - offs[i])
-    path = np.zeros(max_len + 1, np.int32)  # path[k]: the node after k bytes of the word
-    row_start = np.zeros(cap + 1, np.int64)  # children counted at row_start[node + 1]
-    n = 1
-    pa = 0
-    pb = 0
-    for i in order:
-        a = offs[i]
-        b = offs[i + 1] - sep
-        common = 0
-        while common < b - a and common < pb - pa and buf[a + common] == buf[pa + common]:
-            common += 1
-        for k in range(common, b - a):
-            parent[n] = path[k]
-            row_start[path[k] + 1] += 1
-            label[n] = buf[a + k]
-            path[k + 1] = n
-            n += 1
-        final[path[b - a]] = True
-        pa = a
-        pb = b
-    row_start = row_start[: n + 1]
+    parent, label, accept = _trie(buf, offs, _byte_order(buf, offs, sep), sep)
+    n = parent.shape[0]
+    row_start = np.zeros(n + 1, np.int64)
+    for x in range(1, n):
+        row_start[parent[x] + 1] += 1
     for x in range(n):
         row_start[x + 1] += row_start[x]
     fill = row_start[:n].copy()
@@ -215,7 +193,7 @@ def _trie_rows(
         labels[e] = label[x]
         targets[e] = x
         fill[parent[x]] = e + 1
-    return row_start, labels, targets, final[:n].copy()
+    return row_start, labels, targets, accept
 
 
 def concatenated(strings: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -273,7 +251,7 @@ def dawg(strings: Iterable[bytes]) -> SparseDFA:
     buf, offs = sorted_unique(strings)
     if offs.shape[0] == 1:
         return SparseDFA.empty()
-    parent, label, accept = _trie(buf, offs)
+    parent, label, accept = _trie(buf, offs, np.arange(offs.shape[0] - 1), 0)
     n = parent.shape[0]
     height = _heights(parent)
     # children of each node, in byte order: a stable sort of the edges by parent
