@@ -399,8 +399,7 @@ def _lexer_table(
     for i in sparse_idx:
         d = dfas[i]
         assert isinstance(d, SparseDFA)
-        if d.n_transitions:
-            sparse_used |= np.bincount(d.labels, minlength=256) > 0
+        sparse_used |= np.bincount(d.labels, minlength=256) > 0
     key = np.where(sparse_used, 256 + np.arange(256), dense_class)
     _, first, byte_class = np.unique(key, return_index=True, return_inverse=True)
     # classes numbered by their first byte (class 0 holds byte 0)
@@ -421,13 +420,11 @@ def _lexer_table(
     )
     c_all = np.empty(n_entries, np.int32)
     d_all = np.empty(n_entries, np.int32)
-    row = 0
     e = 0
     for i in sparse_idx:
         d = dfas[i]
         assert isinstance(d, SparseDFA)
-        if int(starts[i]) != D + row:  # pragma: no cover - a bug in build_tables
-            raise AssertionError("sparse automata must be placed one after the other")
+        row = int(starts[i]) - D
         t_blocked = grammar.terminals[term_names[i]].end_blocked
         if t_blocked is not None:
             raise InvalidArgumentError(
@@ -442,5 +439,4 @@ def _lexer_table(
                 row_start, row, c_all, d_all, e,
             )  # fmt: skip
             e += d.n_transitions
-        row += d.n_states
-    return lex_trans, byte_class, (row_start, c_all.astype(np.int32), d_all.astype(np.int32))
+    return lex_trans, byte_class, (row_start, c_all, d_all)

@@ -153,7 +153,7 @@ class MonitoredMatcher:
         return bool(self._segments[-1].matcher.is_finished())
 
     def is_accepting(self) -> bool:
-        self._settle()
+        self.settle()
         return bool(self._segments[-1].matcher.is_accepting()) and (
             self.base is None or bool(self.base.is_accepting())
         )
@@ -168,7 +168,7 @@ class MonitoredMatcher:
 
     def fill_row(self, dst: np.ndarray) -> None:
         """The mask into ``dst`` (``uint32 [W]``, overwritten)."""
-        self._settle()
+        self.settle()
         self._segments[-1].matcher.fill_row(dst)
         if self.base is not None:
             self.base.fill_row(self._row)
@@ -186,7 +186,7 @@ class MonitoredMatcher:
         changes then). Where a trigger fires at the token's end, its monitor is asked
         when the next mask or token needs the region (:class:`MonitorError` then if that
         fails)."""
-        self._settle()
+        self.settle()
         seg = self._segments[-1]
         before = (len(self._segments), len(self._text), self._pending)
         seg.matcher.consume(token_id)  # raises TokenRejectedError, changing nothing
@@ -243,13 +243,6 @@ class MonitoredMatcher:
         return []
 
     # -- regions ----------------------------------------------------------------------
-    def settle(self) -> None:
-        """Ask now the monitor whose trigger fired at the end of the text, if one did and
-        was not asked yet (masks and tokens do it when they need the region; an engine
-        calls this first, to fail one request on a :class:`MonitorError` before filling
-        a batch's masks)."""
-        self._settle()
-
     def prefetch(self) -> bool:
         """Start, in the background, the callback of a trigger that fired at the end of the
         text and was not asked yet, so that it runs while the caller does something else
@@ -277,8 +270,11 @@ class MonitoredMatcher:
         text = self._text.decode("utf-8", errors="replace")
         return MonitorContext(text=text, prompt=self.prompt, monitor=monitor.name, state=self.state)
 
-    def _settle(self) -> None:
-        """Enter the region of a trigger that fired, if one did and was not asked yet."""
+    def settle(self) -> None:
+        """Ask now the monitor whose trigger fired at the end of the text, if one did and
+        was not asked yet, and enter its region (masks and tokens do it when they need
+        the region; an engine calls this first, to fail one request on a
+        :class:`MonitorError` before filling a batch's masks)."""
         self._look_up()
         if self._pending >= 0:
             hit, self._pending = self._pending, -1

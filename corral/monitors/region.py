@@ -51,9 +51,9 @@ _IDENT[[*range(48, 58), *range(65, 91), 95, *range(97, 123), *range(128, 256)]] 
 
 class Names:
     """Names a callback returned, as their trie: a DFA of the same language as an
-    :class:`EntitySet`'s minimal one, built in one pass over the names' bytes without
-    sorting them (10,000 identifiers: under 1 ms, against 40 ms for the minimal one),
-    which is what a region pays at every trigger. The trie is the same whatever the
+    :class:`EntitySet`'s minimal one, built by one Numba kernel that sorts the names and
+    lays out the trie's rows (no merging of equal suffixes), which is what a region pays
+    at every trigger (``benchmarks/monitor_names.py``). The trie is the same whatever the
     names' order, so a set returned again compiles to the same grammar (and is found in
     the compile cache).
 

@@ -21,6 +21,7 @@ add names: a request cannot make the engine import a module it names.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import os
 import re
@@ -193,13 +194,4 @@ def _made(target: Any, name: str, where: str) -> Monitor:
                 f"monitor {name!r} ({where}): its factory returned a "
                 f"{type(monitor).__name__}, not a Monitor"
             )
-    if monitor.name != name:
-        monitor = Monitor(
-            monitor.trigger,
-            monitor.allowed,
-            name=name,
-            end=monitor.end,
-            on_empty=monitor.on_empty,
-            timeout_s=monitor.timeout_s,
-        )
-    return monitor
+    return monitor if monitor.name == name else dataclasses.replace(monitor, name=name)

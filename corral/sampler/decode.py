@@ -118,6 +118,7 @@ def token_steps(
     checks0 = sampler.checks
     while produced < limit:
         cur = matcher if healer is None else healer
+        deferred = False  # the mask computed after the forward pass (see below)
         if matcher is not None:
             t0 = time.perf_counter()
             forced = matcher.forced_tokens(tokenize) if fast_forward and healer is None else []
@@ -139,8 +140,6 @@ def token_steps(
             st.mask_s += time.perf_counter() - t0
             if stop:
                 return
-        else:
-            deferred = False
         t0 = time.perf_counter()
         logits, state = lm.extend(state, feed)
         st.forward_s += time.perf_counter() - t0

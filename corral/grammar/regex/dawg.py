@@ -39,12 +39,7 @@ def trie_states(strings: list[bytes]) -> int:
 def sorted_unique(strings: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """``(buf, offs)``: the distinct ``strings`` in byte order, concatenated (``uint8``)
     with their ``int64 [n + 1]`` offsets."""
-    words = sorted(set(strings))
-    offs = np.zeros(len(words) + 1, np.int64)
-    if words:
-        offs[1:] = np.cumsum([len(w) for w in words])
-    buf = np.frombuffer(b"".join(words), np.uint8)
-    return buf, offs
+    return concatenated(sorted(set(strings)))
 
 
 @kernel(nogil=True)
@@ -229,8 +224,8 @@ def encoded(names: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
 
 def trie(strings: Iterable[bytes]) -> SparseDFA:
     """The trie of ``strings`` as a DFA (not minimal: every prefix is a state of its own).
-    Same language as :func:`dawg`, built several times faster (no sort, no merging), for
-    sets used once; states in preorder, start state ``0``."""
+    Same language as :func:`dawg`, built several times faster (no merging), for sets used
+    once; states in preorder, start state ``0``, the same whatever the strings' order."""
     return trie_of(*concatenated(strings))
 
 

@@ -214,7 +214,8 @@ class CorralLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):  # type: igno
         params: Any,
         output: list[int],
         where: str = "batch row",
-        prompt: Any = (),
+        *,
+        prompt: Any,
     ) -> Row | None:
         """The row of a request entering the batch (``None``: it has no constraint).
         ``prompt``: the prompt's token ids, which a request with monitors needs (``None``
