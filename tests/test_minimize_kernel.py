@@ -61,8 +61,8 @@ PATTERNS = [
 def test_real_regexes(pattern: str) -> None:
     nfa = build_nfa(parse_python_regex(pattern, 0, where="t"))
     alpha = dfa._Alphabet(nfa)
-    cdfa = dfa._subset_construction(nfa, alpha, "t", dfa.DEFAULT_MAX_DFA_STATES)
-    trans, accept = dfa._to_bytes(cdfa, dfa.DEFAULT_MAX_DFA_STATES * 4, "t")
+    ca = dfa._determinise(nfa, alpha, "t", dfa.DEFAULT_MAX_DFA_STATES)
+    trans, accept = dfa._to_bytes(ca, dfa.DEFAULT_MAX_DFA_STATES * 4, "t")
     _same(trans, accept)
 
 

@@ -7,13 +7,15 @@ Steps:
 2. **Subset construction with guards.** A DFA state is the set of NFA states reached by the
    last character, plus what the guards need to know about that character. An ε-edge with
    a guard is followed only when the guard holds for (previous character, next character),
-   so width-1 lookaround, ``\\b`` and anchors are resolved exactly.
+   so width-1 lookaround, ``\\b`` and anchors are resolved exactly. A Numba kernel
+   (``subset.py``) over the NFA laid out as arrays.
 3. **Shortest-match reduction** (optional): outgoing edges of accepting states are removed,
    so the language keeps only strings with no proper prefix in it. Lark terminals that use
    lazy quantifiers (``".*?"``) mean exactly this: the lexeme ends at its first match.
-4. **UTF-8.** Every character edge becomes byte edges (``utf8.py``); intermediate states are
-   shared by hash-consing.
-5. **Trim and minimise** (Hopcroft), numbered in breadth-first order from the start state.
+4. **UTF-8.** Every character edge becomes byte edges; intermediate states are shared by
+   hash-consing (a Numba kernel, ``utf8_dfa.py``).
+5. **Trim and minimise** (partition refinement, ``partition.py``), numbered in breadth-first
+   order from the start state.
 
 The result, :class:`ByteDFA`, is what lexers and token tries walk.
 
@@ -31,7 +33,7 @@ import functools
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -349,7 +351,139 @@ class _CharDFA:
     blocks: list[CharSet]
 
 
-def _subset_construction(nfa: NFA, alpha: _Alphabet, where: str, max_states: int) -> _CharDFA:
+@dataclass
+class _CharAutomaton:
+    """A character DFA as arrays (what :mod:`.subset` builds and :mod:`.utf8_dfa` reads):
+    transitions CSR by state (``edge_ptr`` ``int64 [n + 1]``; ``edge_block``,
+    ``edge_target`` ``int64 [E]``), ``accept`` and ``live`` (``bool [n]``), and the code
+    points of each block."""
+
+    edge_ptr: np.ndarray
+    edge_block: np.ndarray
+    edge_target: np.ndarray
+    accept: np.ndarray
+    live: np.ndarray
+    blocks: list[CharSet]
+
+
+_GUARD_KINDS = {
+    ast.BEHIND: 0,
+    ast.AHEAD: 1,
+    ast.BOUNDARY: 2,
+    ast.TEXT_START: 3,
+    ast.TEXT_END: 4,
+    ast.LINE_START: 5,
+    ast.LINE_END: 6,
+}
+_MAX_KERNEL_GUARDS = 63  # a closure's guard outcomes are the bits of one int64
+
+
+def _block_list(mask: int, n_blocks: int) -> np.ndarray:
+    """The set bits of ``mask`` (a Python int over ``n_blocks`` blocks), ascending."""
+    raw = np.frombuffer(mask.to_bytes((n_blocks + 7) // 8 or 1, "little"), np.uint8)
+    return np.flatnonzero(np.unpackbits(raw, bitorder="little")[:n_blocks]).astype(np.int64)
+
+
+def _determinise(nfa: NFA, alpha: _Alphabet, where: str, max_states: int) -> _CharAutomaton:
+    """The subset construction (the kernel :func:`.subset.subset_construction`; the NFA
+    and its guards laid out as arrays here). Spends the steps the construction took; past
+    ``max_states`` states, :class:`CompileBudgetError`."""
+    from .subset import OK, TOO_MANY_STATES, subset_construction
+
+    guards = nfa.guards()
+    distinct = list({(g.kind, g.chars, g.negate): g for g in guards}.values())
+    if len(distinct) > _MAX_KERNEL_GUARDS:
+        return _char_automaton(_subset_construction_reference(nfa, alpha, where, max_states))
+    n_blocks = alpha.n_blocks
+    guard_of = {(g.kind, g.chars, g.negate): i for i, g in enumerate(distinct)}
+    g_kind = np.array([_GUARD_KINDS[g.kind] for g in distinct], np.int64)
+    g_negate = np.array([g.negate for g in distinct], np.bool_)
+    g_member = np.zeros((len(distinct), max(n_blocks, 1)), np.bool_)
+    for i, g in enumerate(distinct):
+        cs = NEWLINE if g.kind in (ast.LINE_START, ast.LINE_END) else g.chars
+        if cs is not None:
+            g_member[i, _block_list(alpha.blocks_of(cs), n_blocks)] = True
+    prev_key = np.zeros(max(n_blocks, 1), np.int64)
+    prev_guards = [g for g in guards if g.kind in ast.NEEDS_PREV]
+    if prev_guards:
+        tests = [g.chars for g in prev_guards if g.chars is not None]
+        tests += [NEWLINE for g in prev_guards if g.kind == ast.LINE_START]
+        bits = np.zeros((len(tests), max(n_blocks, 1)), np.bool_)
+        for i, cs in enumerate(tests):
+            bits[i, _block_list(alpha.blocks_of(cs), n_blocks)] = True
+        _, ids = np.unique(bits.T, axis=0, return_inverse=True)
+        prev_key[:] = ids.reshape(-1)
+
+    eps_ptr = np.zeros(nfa.n_states + 1, np.int64)
+    eps_ptr[1:] = np.cumsum([len(e) for e in nfa.eps])
+    eps_to = np.array([t for edges in nfa.eps for t, _ in edges], np.int64)
+    eps_guard = np.array(
+        [
+            -1 if g is None else guard_of[(g.kind, g.chars, g.negate)]
+            for edges in nfa.eps
+            for _, g in edges
+        ],
+        np.int64,
+    )
+    chr_ptr = np.zeros(nfa.n_states + 1, np.int64)
+    chr_ptr[1:] = np.cumsum([len(e) for e in nfa.chars])
+    chr_target = np.array([t for edges in nfa.chars for _, t in edges], np.int64)
+    block_lists: dict[CharSet, np.ndarray] = {}
+    lists = []
+    for edges in nfa.chars:
+        for cs, _ in edges:
+            bl = block_lists.get(cs)
+            if bl is None:
+                bl = block_lists[cs] = _block_list(alpha.blocks_of(cs), n_blocks)
+            lists.append(bl)
+    cb_ptr = np.zeros(len(lists) + 1, np.int64)
+    cb_ptr[1:] = np.cumsum([x.shape[0] for x in lists])
+    cb_block = np.concatenate(lists) if lists else np.zeros(0, np.int64)
+
+    status, steps, _, edge_ptr, edge_block, edge_target, accept, live = subset_construction(
+        nfa.start,
+        nfa.final,
+        eps_ptr,
+        eps_to,
+        eps_guard,
+        chr_ptr,
+        chr_target,
+        cb_ptr,
+        cb_block,
+        n_blocks,
+        g_kind,
+        g_negate,
+        g_member,
+        prev_key,
+        max_states,
+        max(budget_left(), 0),
+    )
+    spend(int(steps), where)  # past a budget: its error
+    if status == TOO_MANY_STATES:
+        raise CompileBudgetError(
+            f"{where}: the automaton needs more than {max_states} states; "
+            "raise the budget or simplify the pattern"
+        )
+    assert status == OK
+    return _CharAutomaton(edge_ptr, edge_block, edge_target, accept, live, alpha.block_chars)
+
+
+def _char_automaton(cdfa: _CharDFA) -> _CharAutomaton:
+    """A character DFA of the reference construction, as arrays."""
+    edge_ptr = np.zeros(len(cdfa.trans) + 1, np.int64)
+    edge_ptr[1:] = np.cumsum([len(out) for out in cdfa.trans])
+    edge_block = np.array([b for out in cdfa.trans for b in out], np.int64)
+    edge_target = np.array([t for out in cdfa.trans for t in out.values()], np.int64)
+    live = np.array(live_states(cdfa.trans, cdfa.accept), np.bool_)
+    accept = np.array(cdfa.accept, np.bool_)
+    return _CharAutomaton(edge_ptr, edge_block, edge_target, accept, live, cdfa.blocks)
+
+
+def _subset_construction_reference(
+    nfa: NFA, alpha: _Alphabet, where: str, max_states: int
+) -> _CharDFA:
+    """The subset construction in Python (the kernel's reference in the tests, and the
+    construction for NFAs with more distinct guards than the kernel takes)."""
     ev = _GuardEval(alpha, where)
     guards = nfa.guards()
     guard_free = not guards
@@ -507,42 +641,113 @@ def live_states(trans: list[dict[int, int]], accept: list[bool]) -> list[bool]:
     return live
 
 
-def _to_bytes(cdfa: _CharDFA, max_states: int, where: str) -> tuple[np.ndarray, np.ndarray]:
-    live = live_states(cdfa.trans, cdfa.accept)
-    if not live[0]:
+def _to_bytes(ca: _CharAutomaton, max_states: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    if not ca.live.shape[0] or not ca.live[0]:
         return np.zeros((0, 256), np.int32), np.zeros(0, bool)
-    blocks = cdfa.blocks
-
-    def chars_of(mask: int) -> CharSet:
-        out = CharSet()
-        while mask:
-            low = mask & -mask
-            out = out.union(blocks[low.bit_length() - 1])
-            mask ^= low
-        return out
-
-    rows, accept, _ = utf8_automaton(cdfa.trans, cdfa.accept, live, chars_of, max_states, where)
+    rows, accept, _ = _encode(ca, [cs.ranges for cs in ca.blocks], max_states, where)
     return rows, accept
+
+
+def budget_left() -> int:
+    """The steps the tightest active budget has left (a large number when none is
+    active): how far a kernel may go before :func:`spend` would refuse its work."""
+    return min((b.left for b in _BUDGETS.get()), default=_UNMETERED)
 
 
 def utf8_automaton(
     trans: list[dict[int, int]],
     accept: list[bool],
     live: list[bool],
-    chars_of: Callable[[int], CharSet],
+    block_ranges: Sequence[Sequence[tuple[int, int]]],
+    max_states: int,
+    where: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A DFA over character blocks (``trans[q]``: block -> state; ``block_ranges[b]``: the
+    code points of block ``b`` as inclusive ranges) → the same automaton over UTF-8 bytes,
+    keeping the states that are ``live``. Multi-byte characters get intermediate states,
+    shared by hash-consing (the kernel :func:`.utf8_dfa.encode_utf8`). Returns ``int32 [n,
+    256]`` transitions, ``bool [n]`` accepting flags and ``int32 [n]``: per byte state, the
+    character state it stands for (-1: an intermediate state). Spends
+    :data:`UTF8_ROW_STEPS` per byte state; more than ``max_states`` of them is a
+    :class:`CompileBudgetError`."""
+    edge_ptr = np.zeros(len(trans) + 1, np.int64)
+    edge_ptr[1:] = np.cumsum([len(out) for out in trans])
+    edge_block = np.fromiter((b for out in trans for b in out), np.int64, int(edge_ptr[-1]))
+    edge_target = np.fromiter(
+        (t for out in trans for t in out.values()), np.int64, int(edge_ptr[-1])
+    )
+    ca = _CharAutomaton(
+        edge_ptr,
+        edge_block,
+        edge_target,
+        np.asarray(accept, np.bool_),
+        np.asarray(live, np.bool_),
+        [],
+    )
+    return _encode(ca, block_ranges, max_states, where)
+
+
+def _encode(
+    ca: _CharAutomaton,
+    block_ranges: Sequence[Sequence[tuple[int, int]]],
+    max_states: int,
+    where: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`utf8_automaton` of a character automaton in arrays."""
+    from .utf8_dfa import OK, TOO_MANY_STATES, encode_utf8
+
+    range_ptr = np.zeros(len(block_ranges) + 1, np.int64)
+    range_ptr[1:] = np.cumsum([len(r) for r in block_ranges])
+    flat = [x for r in block_ranges for pair in r for x in pair]
+    bounds = np.array(flat, np.int64).reshape(-1, 2)
+    status, n, rows, acc, of_char = encode_utf8(
+        ca.edge_ptr,
+        ca.edge_block,
+        ca.edge_target,
+        ca.accept,
+        ca.live,
+        range_ptr,
+        np.ascontiguousarray(bounds[:, 0]),
+        np.ascontiguousarray(bounds[:, 1]),
+        max_states,
+        max(budget_left(), 0),
+        UTF8_ROW_STEPS,
+    )
+    spend((n + (status != OK)) * UTF8_ROW_STEPS, where)  # past a budget: its error
+    if status == TOO_MANY_STATES:
+        raise CompileBudgetError(
+            f"{where}: the byte automaton needs more than {max_states} states; "
+            "raise the budget or simplify the pattern"
+        )
+    return rows[:n].copy(), acc[:n].copy(), of_char[:n].copy()
+
+
+def utf8_automaton_reference(
+    trans: list[dict[int, int]],
+    accept: list[bool],
+    live: list[bool],
+    block_ranges: Sequence[Sequence[tuple[int, int]]],
     max_states: int,
     where: str,
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """A DFA over character blocks (``trans[q]``: block -> state; ``chars_of(mask)``: the
-    code points of a bitmask of blocks) → the same automaton over UTF-8 bytes, keeping the
-    states that are ``live``. Multi-byte characters get intermediate states, shared by
-    hash-consing. Returns ``int32 [n, 256]`` transitions, ``bool [n]`` accepting flags and,
-    per byte state, the character state it stands for (-1: an intermediate state)."""
+    """:func:`utf8_automaton` in Python, intermediate states keyed by their byte-range
+    sequences (the construction the kernel replaced; tests compare the two after
+    minimisation)."""
     node_index: dict[object, int] = {}
     rows: list[np.ndarray] = []
     acc: list[bool] = []
     of_char: list[int] = []
     pending: deque[tuple[int, frozenset[tuple[tuple[tuple[int, int], ...], int]]]] = deque()
+
+    def chars_of(mask: int) -> CharSet:
+        out: list[tuple[int, int]] = []
+        b = 0
+        while mask:
+            if mask & 1:
+                out.extend(block_ranges[b])
+            mask >>= 1
+            b += 1
+        return CharSet(out)
 
     def new_node(key: object, accepting: bool, q: int) -> int:
         spend(UTF8_ROW_STEPS, where)
@@ -785,8 +990,8 @@ def nfa_to_byte_dfa(
     """Determinise (the whole text matched: assertions see the text's start and end),
     encode as UTF-8, and minimise."""
     alpha = _Alphabet(nfa)
-    cdfa = _subset_construction(nfa, alpha, where, max_states)
-    trans, accept = _to_bytes(cdfa, max_states * 4, where)
+    ca = _determinise(nfa, alpha, where, max_states)
+    trans, accept = _to_bytes(ca, max_states * 4, where)
     trans, accept = minimize(trans, accept)
     return ByteDFA(trans, accept)
 

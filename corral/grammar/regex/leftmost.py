@@ -183,16 +183,6 @@ class _Blocks:
     def has(self, block: int, cs: CharSet) -> bool:
         return block >= 0 and bool(self.members[cs] >> block & 1)
 
-    def chars(self, blocks: int) -> CharSet:
-        out: list[tuple[int, int]] = []
-        b = 0
-        while blocks:
-            if blocks & 1:
-                out.extend(self.ranges[b])
-            blocks >>= 1
-            b += 1
-        return CharSet(out)
-
     def blocks_in(self, lo: int, hi: int) -> set[int]:
         """The blocks of the code points ``lo..hi`` (surrogates excluded)."""
         i = bisect.bisect_right(self._starts, lo) - 1
@@ -372,12 +362,12 @@ def leftmost_first_dfa(
     if not live[0]:
         return ByteDFA.empty(), None
     byte_trans, accept, of_char = utf8_automaton(
-        trans, end_eot, live, blocks.chars, max_states * 4, where
+        trans, end_eot, live, blocks.ranges, max_states * 4, where
     )
     blocked = None
     if next_dependent:
         blocked = np.zeros((byte_trans.shape[0], 256), bool)
-        for j, q in enumerate(of_char):
+        for j, q in enumerate(of_char.tolist()):
             if q >= 0 and accept[j]:
                 for byte in np.flatnonzero(byte_trans[j] < 0).tolist():
                     blocked[j, byte] = not _may_end_before(byte, ends[q], blocks, where)

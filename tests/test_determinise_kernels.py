@@ -1,0 +1,210 @@
+"""The subset construction and the UTF-8 encoding kernels (``regex/subset.py``,
+``regex/utf8_dfa.py``) against the Python constructions they replaced
+(``dfa._subset_construction_reference``, ``dfa.utf8_automaton_reference``): the same
+minimal DFA, and the same construction steps for the subset construction (budgets refuse
+the same patterns). UTF-8 validity is checked exhaustively for short sequences."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corral.errors import CompileBudgetError
+from corral.grammar.regex import dfa, python_regex_dfa
+from corral.grammar.regex.nfa import build_nfa
+from corral.grammar.regex.python_syntax import parse_python_regex
+
+PATTERNS = [
+    r"",
+    r"a",
+    r"[^\s]+",
+    r"(?s).*",
+    r"(?s).{0,5}",
+    r"(https?|ftp)://[^\s/?.#-]+\.?",
+    r"\w+@\w+\.\w{2,4}",
+    r"^abc$",
+    r"\bfoo\b",
+    r"\B\w+",
+    r"(?m)^a$\n^b",
+    r"(?<=a)b|c(?=d)d",
+    r"x(?!y)[a-z]",
+    r"(?s).{0,5}$",
+    r"\S{3,6}",
+    r"[^a]*b",
+    r"\d{4}-\d{2}-\d{2}T\d{2}",
+    r"(?i)straße|ǅ",
+    r"[\u00e9\u4e2d\U0001F600]+",
+    r"[\U00010000-\U0010ffff]x",
+    r"[\u0100-\uffff]{2}",
+    r"[\ud7ff\ue000\uffff\U00010000\U0010ffff]",
+    r"(?s)[^\u0800]",
+    r"\"([^\"\\]|\\.){0,40}\"",
+    r"(\d{1,3}\.){3}\d{1,3}",
+    r"[\u0400-\u04ff\u4e00-\u9fff]{2,5}x",
+    r"(\b\w+\b\W*){2,3}",
+]
+
+
+def _both(
+    pattern: str,
+) -> tuple[tuple[np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, int]]:
+    """(minimal trans, accept, subset-construction steps) by the kernels and by the
+    reference constructions."""
+    nfa = build_nfa(parse_python_regex(pattern, 0, where="t"))
+    alpha = dfa._Alphabet(nfa)
+    out = []
+    for kernel in (True, False):
+        with dfa.work_budget(10**12, "t") as budget:
+            if kernel:
+                ca = dfa._determinise(nfa, alpha, "t", dfa.DEFAULT_MAX_DFA_STATES)
+            else:
+                ref = dfa._subset_construction_reference(
+                    nfa, alpha, "t", dfa.DEFAULT_MAX_DFA_STATES
+                )
+                ca = dfa._char_automaton(ref)
+        assert budget is not None
+        steps = budget.units - budget.left
+        if not ca.live[0]:
+            out.append((np.zeros((0, 256), np.int32), np.zeros(0, bool), steps))
+            continue
+        ranges = [cs.ranges for cs in ca.blocks]
+        if kernel:
+            rows, acc, _ = dfa._encode(ca, ranges, 4 * dfa.DEFAULT_MAX_DFA_STATES, "t")
+        else:
+            rows, acc, _ = dfa.utf8_automaton_reference(
+                [
+                    dict(
+                        zip(
+                            ca.edge_block[ca.edge_ptr[q] : ca.edge_ptr[q + 1]].tolist(),
+                            ca.edge_target[ca.edge_ptr[q] : ca.edge_ptr[q + 1]].tolist(),
+                            strict=True,
+                        )
+                    )
+                    for q in range(ca.accept.shape[0])
+                ],
+                ca.accept.tolist(),
+                ca.live.tolist(),
+                ranges,
+                4 * dfa.DEFAULT_MAX_DFA_STATES,
+                "t",
+            )
+            acc = np.asarray(acc, bool)
+        trans, accept = dfa.minimize(rows, acc)
+        out.append((trans, accept, steps))
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_real_regexes(pattern: str) -> None:
+    (kt, ka, ks), (rt, ra, rs) = _both(pattern)
+    assert np.array_equal(kt, rt) and np.array_equal(ka, ra)
+    assert ks == rs  # the subset construction counts its steps as the Python one did
+
+
+_ATOMS = st.sampled_from(
+    ["a", "b", "é", "中", "😀", ".", r"\w", r"\s", r"\d", "[^a]", "[a-zé]", r"[^\s\u00e9]"]
+)
+_GUARDS = st.sampled_from(["", "^", "$", r"\b", r"\B", "(?=a)", "(?!b)", "(?<=a)", "(?<!é)"])
+
+
+@st.composite
+def _regexes(draw: st.DrawFn, depth: int = 3) -> str:
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(_GUARDS) + draw(_ATOMS)
+    kind = draw(st.sampled_from(["cat", "alt", "star", "count"]))
+    if kind == "cat":
+        return draw(_regexes(depth - 1)) + draw(_regexes(depth - 1))
+    if kind == "alt":
+        return f"(?:{draw(_regexes(depth - 1))}|{draw(_regexes(depth - 1))})"
+    if kind == "star":
+        return f"(?:{draw(_regexes(depth - 1))})*"
+    lo = draw(st.integers(0, 2))
+    return f"(?:{draw(_regexes(depth - 1))}){{{lo},{lo + draw(st.integers(0, 2))}}}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_regexes(), st.booleans())
+def test_random_regexes(pattern: str, dotall: bool) -> None:
+    (kt, ka, ks), (rt, ra, rs) = _both(("(?s)" if dotall else "") + pattern)
+    assert np.array_equal(kt, rt) and np.array_equal(ka, ra)
+    assert ks == rs
+
+
+def _accepts(trans: np.ndarray, accept: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+    """Which rows of ``seqs`` (``uint8 [m, L]``) the DFA accepts, vectorised."""
+    state = np.zeros(seqs.shape[0], np.int64)
+    for i in range(seqs.shape[1]):
+        alive = state >= 0
+        state[alive] = trans[state[alive], seqs[alive, i]]
+    out = np.zeros(seqs.shape[0], bool)
+    alive = state >= 0
+    out[alive] = accept[state[alive]]
+    return out
+
+
+def _valid_utf8_char(seq: bytes) -> bool:
+    try:
+        return len(seq.decode("utf-8")) == 1
+    except UnicodeDecodeError:
+        return False
+
+
+def test_utf8_exactly_valid_characters() -> None:
+    """``(?s).`` accepts exactly the UTF-8 encodings of one character: every sequence of
+    one, two and three bytes, and every four-byte sequence after a lead byte F0-F4 with
+    its second byte from a spread of values, is checked against Python's decoder (no
+    overlong forms, no surrogates, nothing past U+10FFFF)."""
+    d = python_regex_dfa(r"(?s).")
+    for n in (1, 2, 3):
+        seqs = np.array(list(itertools.product(range(256), repeat=n)), np.uint8)
+        got = _accepts(d.trans, d.accept, seqs)
+        want = np.array([_valid_utf8_char(bytes(s)) for s in seqs.tolist()])
+        assert np.array_equal(got, want), n
+    seconds = [0x80, 0x8F, 0x90, 0xA5, 0xBF, 0x7F, 0xC0]
+    seqs = np.array(
+        list(itertools.product(range(0xEF, 0xF6), seconds, range(0x7E, 0xC1), [0x80, 0xBF])),
+        np.uint8,
+    )
+    got = _accepts(d.trans, d.accept, seqs)
+    want = np.array([_valid_utf8_char(bytes(s)) for s in seqs.tolist()])
+    assert np.array_equal(got, want)
+
+
+def test_budgets_refuse_as_before() -> None:
+    """Past ``max_states`` (character or byte states), or past a work budget, the kernels
+    raise the errors the Python constructions raised."""
+    with pytest.raises(CompileBudgetError, match="more than 1000 states"):
+        python_regex_dfa(r"(a|b)*a(a|b){16}", max_states=1000)
+    # a character automaton small enough, a byte automaton too large (4x the states):
+    # code points of U+0100-U+06FF whose pattern under each lead byte is its own, so no
+    # two lead bytes share their intermediate node
+    scattered = "".join(chr(0x100 + 64 * i + j) for i in range(24) for j in range(0, 2 * i + 1, 2))
+    with pytest.raises(CompileBudgetError, match="byte automaton needs more than"):
+        python_regex_dfa(f"[{scattered}]{{30}}", max_states=40)
+    nfa = build_nfa(parse_python_regex(r"(a|b)*a(a|b){8}", 0, where="t"))
+    for units in (10, 5_000):
+        with pytest.raises(dfa.WorkBudgetError), dfa.work_budget(units, "the test"):
+            dfa.nfa_to_byte_dfa(nfa, where="t")
+    with dfa.work_budget(10**9, "the test") as budget:
+        dfa.nfa_to_byte_dfa(nfa, where="t")
+    assert budget is not None
+    spent = budget.units - budget.left
+    with dfa.work_budget(spent, "the test"):
+        dfa.nfa_to_byte_dfa(nfa, where="t")  # exactly enough
+    with pytest.raises(dfa.WorkBudgetError), dfa.work_budget(spent - 1, "the test"):
+        dfa.nfa_to_byte_dfa(nfa, where="t")
+
+
+def test_many_guards_use_the_reference() -> None:
+    """More distinct guards than one int64 holds: the Python construction, same result."""
+    letters = [chr(c) for c in range(0x61, 0x61 + 26)] + [chr(c) for c in range(0x41, 0x41 + 26)]
+    letters += [str(d) for d in range(10)]
+    pattern = "|".join(f"{c}(?<={c})x(?=[{c}-z])[{c}-z]" for c in letters)  # 124 guards
+    d = python_regex_dfa(pattern)
+    assert d.n_states > 0
+    (kt, ka, _), (rt, ra, _) = _both(pattern)
+    assert np.array_equal(kt, rt) and np.array_equal(ka, ra)
