@@ -18,8 +18,8 @@ invents the next ``User:`` turn than ends with EOS). For each request of :data:`
   holding the marker's first byte are compared (from the marker on, the constrained output
   is tokenized by fast-forward). An output without a call is compared whole.
 
-The default run takes the first :data:`DEFAULT_N` requests (about two minutes on two
-cores); ``--run-slow`` takes all 50. ``pytest -s`` prints a summary of the runs (calls,
+The default run takes the first :data:`DEFAULT_N` requests (every tool, and a request
+that needs none); ``--run-slow`` takes all 50. ``pytest -s`` prints a summary of the runs (calls,
 tokens, seconds) at the end of the module. Skipped, saying why, when the model package is
 not installed.
 """
@@ -45,7 +45,7 @@ pytestmark = pytest.mark.skipif(
 
 MARKER = "<tool_call>"
 MAX_NEW_TOKENS = 256
-DEFAULT_N = 10
+DEFAULT_N = 6
 
 #: User requests and the tool that fits each (``None``: none; the last two would take two
 #: calls). The first :data:`DEFAULT_N` mix every tool and a request that needs none.
@@ -59,11 +59,11 @@ REQUESTS: list[tuple[str, str | None]] = [
     ),
     ("How many kilometers is 26.2 miles?", "convert_units"),
     ("Who wrote Pride and Prejudice?", None),
+    # the default run stops here
     ("Will I need an umbrella in London tomorrow?", "get_weather"),
     ("How much is 99.90 euros in Swiss francs?", "convert_currency"),
     ("Look up the opening hours of the Louvre museum.", "web_search"),
     ("Remind me to call mom on 2025-05-11 at 18:00.", "create_calendar_event"),
-    # the default run stops here
     ("Give me the 5-day forecast for Nairobi, Kenya.", "get_weather"),
     ("What is the temperature in Toronto right now in fahrenheit?", "get_weather"),
     ("Is it snowing in Oslo?", "get_weather"),

@@ -269,19 +269,22 @@ def test_random_walks_never_dead_end(llama3, schema: Any) -> None:  # type: igno
     rng = random.Random(0)
     mask = corral.allocate_bitmask(1, vocab.size)
     v = jsonschema.Draft202012Validator(schema)
+    not_eos = np.ones(vocab.size, bool)
+    not_eos[c.eos_ids] = False
+    one_byte = not_eos & np.array([len(vocab.token_bytes(t)) == 1 for t in range(vocab.size)])
     for _ in range(20):
         m = c.matcher()
         out: list[int] = []
         for _ in range(60):
             m.fill_bitmask(mask)
             bits = np.unpackbits(mask.view(np.uint8)[0], bitorder="little")[: vocab.size]
-            allowed = np.flatnonzero(bits).tolist()
-            assert allowed, f"dead end after {vocab.decode(out)!r}"
-            if eos & set(allowed) and rng.random() < 0.3:
+            allowed = np.flatnonzero(bits)
+            assert allowed.size, f"dead end after {vocab.decode(out)!r}"
+            if eos & set(allowed.tolist()) and rng.random() < 0.3:
                 assert v.is_valid(json.loads(vocab.decode(out)))
                 break
-            short = [t for t in allowed if t not in eos and len(vocab.decode([t])) == 1]
-            pool = short if short and rng.random() < 0.7 else [t for t in allowed if t not in eos]
+            short = allowed[one_byte[allowed]].tolist()
+            pool = short if short and rng.random() < 0.7 else allowed[not_eos[allowed]].tolist()
             if not pool:
                 break
             t = rng.choice(pool)

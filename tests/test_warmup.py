@@ -123,9 +123,12 @@ def test_a_fresh_install_compiles_nothing_for_real_use(tmp_path: Path) -> None:
     assert not list((tmp_path / "empty").rglob("*.nbc"))
 
 
+@pytest.mark.slow
 def test_warmup_leaves_nothing_to_compile(tmp_path: Path) -> None:
     """Without prebuilt kernels (``CORRAL_PREBUILT=0``), ``corral warmup`` compiles into
-    Numba's cache everything real use needs."""
+    Numba's cache everything real use needs. Slow (it compiles every kernel, minutes on two
+    cores); the default run checks the same workload against the prebuilt kernels, which
+    the install builds by running the same warmup (the test above)."""
     path = tokenizer_path("gpt2")
     if path is None:
         pytest.skip("tokenizer 'gpt2' unavailable (see tests/support/tokenizers.py)")
