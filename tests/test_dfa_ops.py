@@ -7,6 +7,7 @@ and every state of a result must be reachable and live (the :class:`ByteDFA` inv
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -14,15 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from corral import Grammar
 from corral.grammar.follow import nullable_nonterminals
 from corral.grammar.json_schema.load import _declares_identifiers, load_schema
 from corral.grammar.json_schema.strings import plain_string
+from corral.grammar.regex import literal_dfa
 from corral.grammar.regex.dfa import (
     ByteDFA,
     column_classes,
     difference,
     difference_of_literals,
     intersect,
+    minimal_dfa,
     minimize,
     quoted,
     trim,
@@ -170,6 +174,52 @@ def test_shared_automata_are_read_only() -> None:
     with pytest.raises(ValueError):
         d.trans[0, 0] = 5
     assert d.matches(b'"abc"') and not d.matches(b'"abcd"')
+
+
+@settings(max_examples=100, deadline=None)
+@given(raw_dfas())
+def test_the_compact_form_is_the_same_automaton(raw: tuple[np.ndarray, np.ndarray]) -> None:
+    """``compacted()`` keeps every transition; its ``trans`` and rows are read-only, and
+    operations take either form alike (``minimal_dfa`` is ``minimize`` compacted)."""
+    full = as_dfa(raw)
+    small = full.compacted()
+    assert small.compacted() is small
+    assert np.array_equal(small.trans, full.trans) and np.array_equal(small.accept, full.accept)
+    if full.n_states:
+        assert all(np.array_equal(small.row(s), full.trans[s]) for s in range(full.n_states))
+        assert small.nbytes < full.nbytes
+        with pytest.raises(ValueError):
+            small.trans[0, 0] = 5
+        t, a = trim(*raw)
+        m = minimal_dfa(t, a)
+        assert np.array_equal(m.trans, full.trans) and np.array_equal(m.accept, full.accept)
+    other = as_dfa(raw).compacted()
+    assert language(intersect(small, other).trans, intersect(small, other).accept) == language(
+        full.trans, full.accept
+    )
+
+
+@pytest.mark.parametrize("text", ["", "a", "name", "aaa", "h\u00e9llo\x00!", "\U0001f600x"])
+def test_literal_dfas(text: str) -> None:
+    """A literal's compact automaton reads its UTF-8 bytes and nothing else."""
+    d = literal_dfa(text)
+    data = text.encode()
+    want = np.full((len(data) + 1, 256), -1, np.int32)
+    want[np.arange(len(data)), list(data)] = np.arange(1, len(data) + 1)
+    assert np.array_equal(d.trans, want)
+    assert d.accept.tolist() == [False] * len(data) + [True]
+
+
+def test_grammars_keep_their_terminals_compact() -> None:
+    """A grammar keeps each terminal's automaton in the compact form (a tenth of 256
+    columns a state here), and its fingerprint is the full form's."""
+    g = Grammar.from_regex(r"[a-z]{1,40}@[a-z]{1,40}\.(com|org)")
+    (t,) = g.terminals.values()
+    assert isinstance(t.dfa, ByteDFA)
+    assert t.dfa.nbytes < t.dfa.n_states * 256 * 4 / 10
+    again = Grammar({t.name: dataclasses.replace(t, dfa=ByteDFA(t.dfa.trans.copy(), t.dfa.accept))},
+                    g.rules, g.start)  # fmt: skip
+    assert again.fingerprint == g.fingerprint
 
 
 def _naive_nullable(prods: list[tuple[int, list[int]]], NT: int, NN: int) -> list[bool]:

@@ -356,7 +356,7 @@ def _copy_sparse_rows(
 
 def _start_row(d: ByteDFA | SparseDFA) -> np.ndarray:
     """The 256 next states of ``d``'s start state."""
-    return d.row(0) if isinstance(d, SparseDFA) else d.trans[0]
+    return d.row(0)
 
 
 def _lexer_table(
@@ -386,10 +386,11 @@ def _lexer_table(
         assert isinstance(d, ByteDFA)
         o = int(starts[i])
         rows = full[o : o + d.n_states]
-        rows[:] = np.where(d.trans >= 0, d.trans + o, -1)
+        trans = d.trans  # built on each access for a compact automaton: once
+        rows[:] = np.where(trans >= 0, trans + o, -1)
         blocked = grammar.terminals[n].end_blocked
         if blocked is not None:
-            rows[blocked & d.accept[:, None] & (d.trans < 0)] = trap
+            rows[blocked & d.accept[:, None] & (trans < 0)] = trap
         if n in special_terms:
             rows[:] = -1  # matched by its special token only, never by bytes
     _, dense_class = column_classes(full)

@@ -44,8 +44,9 @@ class TokenCaches:
         self.rank_words = rank_words
         self.lock = threading.Lock()
         self._cmeta = np.zeros((n_states, CMETA_COLS), np.int32)
-        self._dense = np.zeros((4, words), np.uint32)
-        self._dense_rank = np.zeros((4, rank_words), np.uint32)
+        # dense rows are allocated as states need them: many grammars never have one
+        self._dense = np.zeros((0, words), np.uint32)
+        self._dense_rank = np.zeros((0, rank_words), np.uint32)
         self._n_dense = 0
         self._sparse = np.zeros(1024, np.int32)
         self._n_sparse = 0
@@ -121,8 +122,8 @@ class TokenCaches:
                 self._dense = dense
                 self._dense_rank = arrays["dense_rank"]
             else:
-                self._dense = np.zeros((4, self.words), np.uint32)
-                self._dense_rank = np.zeros((4, self.rank_words), np.uint32)
+                self._dense = np.zeros((0, self.words), np.uint32)
+                self._dense_rank = np.zeros((0, self.rank_words), np.uint32)
             self._n_dense = dense.shape[0]
             self._sparse = arrays["sparse"]
             self._n_sparse = self._sparse.shape[0]
@@ -178,7 +179,7 @@ class TokenCaches:
 
 
 def _grow2d(a: np.ndarray, n: int) -> np.ndarray:
-    grown = np.zeros((2 * a.shape[0], a.shape[1]), a.dtype)
+    grown = np.zeros((max(1, 2 * a.shape[0]), a.shape[1]), a.dtype)
     grown[:n] = a[:n]
     return grown
 

@@ -28,6 +28,7 @@ not empty (else :class:`~corral.errors.EmptyLanguageError`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -132,6 +133,9 @@ class Grammar:
         self.final_check_id = final_check_id
 
         terms, rls, ign = normalize(dict(terminals), list(rules), start, list(ignore))
+        for name, t in terms.items():  # kept for the grammar's life: the compact form
+            if isinstance(t.dfa, ByteDFA) and (small := t.dfa.compacted()) is not t.dfa:
+                terms[name] = dataclasses.replace(t, dfa=small)
         self.terminals: Mapping[str, Terminal] = terms
         self.rules: tuple[Rule, ...] = tuple(rls)
         self.start = start

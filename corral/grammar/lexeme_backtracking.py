@@ -64,22 +64,24 @@ def backtracking_lexemes(grammar: Grammar) -> list[LexemeBacktracking]:
         if t.special is not None or not isinstance(t.dfa, ByteDFA):
             continue  # a span automaton is corral's own terminal, not one of Lark's
         d = t.dfa
+        dt = d.trans  # built on each access for a compact automaton: once
         # states where a lexeme can fail: it does not accept, or it may not end before some
         # bytes it cannot read
         fails = ~d.accept if t.end_blocked is None else ~d.accept | t.end_blocked.any(axis=1)
         nexts = [
-            dfa
+            dfa.trans
             for u in sorted(follow[name])
             if terms[u].special is None and isinstance(dfa := terms[u].dfa, ByteDFA)
         ]
-        for s in _bfs_order(d):
+        for s in _bfs_order(dt):
             if not d.accept[s]:
                 continue
             ch = next(
-                (c for u in nexts if (c := _char_past_match(d, fails, s, u)) is not None), None
+                (c for ut in nexts if (c := _char_past_match(dt, fails, s, ut)) is not None),
+                None,
             )
             if ch is not None:
-                out.append(LexemeBacktracking(name, _shortest_word(d, s), ch))
+                out.append(LexemeBacktracking(name, _shortest_word(dt, s), ch))
                 break
     return out
 
@@ -87,23 +89,24 @@ def backtracking_lexemes(grammar: Grammar) -> list[LexemeBacktracking]:
 _UTF8_NEXT = {2: 1, 3: 2, 4: 3}
 
 
-def _char_past_match(d: ByteDFA, fails: np.ndarray, s: int, u: ByteDFA) -> bytes | None:
-    """A character ``u`` can start with, whose first byte ``d`` reads on from its accepting
-    state ``s`` and after which ``d`` is in a state where a lexeme can fail (``fails``) or
-    has died inside the character; ``None`` if there is none. Printable ASCII is tried
-    first."""
+def _char_past_match(dt: np.ndarray, fails: np.ndarray, s: int, ut: np.ndarray) -> bytes | None:
+    """A character the automaton ``ut`` can start with, whose first byte the automaton
+    ``dt`` reads on from its accepting state ``s`` and after which ``dt`` is in a state
+    where a lexeme can fail (``fails``) or has died inside the character; ``None`` if there
+    is none. Printable ASCII is tried first. (``dt``, ``ut``: ``int32 [n, 256]``
+    transitions.)"""
     firsts = sorted(
-        np.flatnonzero((u.trans[0] >= 0) & (d.trans[s] >= 0)).tolist(),
+        np.flatnonzero((ut[0] >= 0) & (dt[s] >= 0)).tolist(),
         key=lambda b: (not 0x21 <= b <= 0x7E, b),
     )
     for b in firsts:
         if b < 0x80:
-            if fails[d.trans[s, b]]:
+            if fails[dt[s, b]]:
                 return bytes([b])
             continue
         n = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
         # depth-first over the continuation bytes, both automata in step
-        stack = [(int(d.trans[s, b]), int(u.trans[0, b]), bytes([b]))]
+        stack = [(int(dt[s, b]), int(ut[0, b]), bytes([b]))]
         seen: set[tuple[int, int, int]] = set()
         while stack:
             q, r, word = stack.pop()
@@ -114,33 +117,35 @@ def _char_past_match(d: ByteDFA, fails: np.ndarray, s: int, u: ByteDFA) -> bytes
             if (q, r, len(word)) in seen:
                 continue
             seen.add((q, r, len(word)))
-            for c in np.flatnonzero(u.trans[r, 0x80:0xC0] >= 0).tolist():
+            for c in np.flatnonzero(ut[r, 0x80:0xC0] >= 0).tolist():
                 c += 0x80
-                q2 = int(d.trans[q, c]) if q >= 0 else -1
-                stack.append((q2, int(u.trans[r, c]), word + bytes([c])))
+                q2 = int(dt[q, c]) if q >= 0 else -1
+                stack.append((q2, int(ut[r, c]), word + bytes([c])))
     return None
 
 
-def _bfs_order(d: ByteDFA) -> list[int]:
-    """The states of ``d`` by distance from the start."""
+def _bfs_order(trans: np.ndarray) -> list[int]:
+    """The states of the automaton ``trans`` (``int32 [n, 256]``) by distance from the
+    start."""
     order, seen = [0], {0}
     for s in order:
-        for t in d.trans[s].tolist():
+        for t in trans[s].tolist():
             if t >= 0 and t not in seen:
                 seen.add(t)
                 order.append(t)
     return order
 
 
-def _shortest_word(d: ByteDFA, target: int) -> bytes:
-    """A shortest byte string from the start state to ``target`` (printable bytes first)."""
+def _shortest_word(trans: np.ndarray, target: int) -> bytes:
+    """A shortest byte string from the start state of the automaton ``trans`` (``int32 [n,
+    256]``) to ``target`` (printable bytes first)."""
     prev: dict[int, tuple[int, int]] = {0: (-1, -1)}
     todo = deque([0])
     prefer = sorted(range(256), key=lambda b: (not 0x21 <= b <= 0x7E, b))
     while todo and target not in prev:
         s = todo.popleft()
         for b in prefer:
-            t = int(d.trans[s, b])
+            t = int(trans[s, b])
             if t >= 0 and t not in prev:
                 prev[t] = (s, b)
                 todo.append(t)

@@ -125,7 +125,7 @@ def trigger_automaton(patterns: Sequence[str]) -> TriggerAutomaton:
         rows.append(row)
         if hit >= 0:
             continue  # a trigger fires here: the monitor takes over
-        nxt = np.stack([d.trans[s] if s >= 0 else dead for d, s in zip(parts, states, strict=True)])
+        nxt = np.stack([d.row(s) if s >= 0 else dead for d, s in zip(parts, states, strict=True)])
         for b in np.flatnonzero(nxt[0] >= 0).tolist():
             key = tuple(int(x) for x in nxt[:, b])
             j = index.get(key)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ...errors import CompileBudgetError
 from ..regex.dawg import dawg
-from ..regex.dfa import ByteDFA, minimize
+from ..regex.dfa import ByteDFA, minimal_dfa
 from ..regex.sparse import SparseDFA
 
 __all__ = ["MAX_STEM_BYTES", "number_set_dfa", "stems"]
@@ -138,4 +138,4 @@ def number_set_dfa(values: Iterable[Decimal]) -> ByteDFA | SparseDFA:
         return SparseDFA.from_edges(n, np.asarray(src), np.asarray(byt), np.asarray(dst), accept)
     trans = np.full((n, 256), -1, np.int32)
     trans[np.asarray(src, np.int64), np.asarray(byt, np.int64)] = np.asarray(dst, np.int32)
-    return ByteDFA(*minimize(trans, accept))
+    return minimal_dfa(trans, accept)

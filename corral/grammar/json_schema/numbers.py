@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CompileBudgetError
-from ..regex.dfa import ByteDFA, intersect, live_states, minimize, shared_automata
+from ..regex.dfa import ByteDFA, intersect, live_states, minimal_dfa, shared_automata
 
 __all__ = ["integer_dfa", "multiple_of_dfa", "number_dfa"]
 
@@ -136,8 +136,7 @@ def _explore(
         for b, v in edges[u]:
             if live[v]:
                 row[b] = new_id[v]
-    trans, acc = minimize(trans, acc)
-    return ByteDFA(trans, acc)
+    return minimal_dfa(trans, acc)
 
 
 # ---------------------------------------------------------------------------------------

@@ -169,7 +169,8 @@ def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
 
     def build() -> ByteDFA:
         enc = encode_node(node, escapes=not _has_guards(node))
-        return nfa_to_byte_dfa(build_nfa(enc), where=where, max_states=max_states)
+        dfa = nfa_to_byte_dfa(build_nfa(enc), where=where, max_states=max_states)
+        return dfa.compacted()  # kept in the cache
 
     dfa, cost = _BODY_CACHE.get_or_build((node, max_states), lambda: metered(build, where))
     spend(cost, where)  # the same steps whether built now or before (a budget's outcome)

@@ -32,15 +32,18 @@ def python_regex_dfa(
 
 
 def literal_dfa(text: str) -> ByteDFA:
-    """The byte DFA accepting exactly the UTF-8 encoding of ``text``."""
-    data = text.encode("utf-8")
-    n = len(data) + 1
-    trans = np.full((n, 256), -1, np.int32)
-    for i, b in enumerate(data):
-        trans[i, b] = i + 1
+    """The byte DFA accepting exactly the UTF-8 encoding of ``text`` (in the compact form:
+    a column for each distinct byte of the text, one dead column for the others)."""
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
+    n = data.shape[0] + 1
+    used, column = np.unique(data, return_inverse=True)
+    classes = np.zeros(256, np.uint8)
+    classes[used] = np.arange(1, used.shape[0] + 1)
+    table = np.full((n, used.shape[0] + 1), -1, np.int32)
+    table[np.arange(n - 1), column.reshape(-1) + 1] = np.arange(1, n, dtype=np.int32)
     accept = np.zeros(n, bool)
     accept[-1] = True
-    return ByteDFA(trans, accept)
+    return ByteDFA.from_columns(table, classes, accept)
 
 
 def literal_automaton(text: str) -> ByteDFA | SparseDFA:

@@ -170,23 +170,79 @@ PRODUCT_ROW_STEPS = 8
 _BOS = -1  # no character (start or end of the text)
 
 
-@dataclass(frozen=True)
 class ByteDFA:
-    """A trimmed, minimal DFA over bytes.
+    """A trimmed, minimal DFA over bytes (immutable).
 
     Attributes:
         trans: ``int32 [n_states, 256]``; ``trans[s, b]`` is the next state or ``-1`` (dead).
             Every state can reach an accepting state.
         accept: ``bool [n_states]``.
         Start state is ``0``. ``n_states == 0`` means the language is empty.
+
+    Two forms of the same automaton: *full* (``trans`` as built) and *compact* (the
+    distinct columns of ``trans``, ``int32 [n_states, k]``, and each byte's column, ``uint8
+    [256]``), which an automaton that is kept takes (:meth:`compacted`: a grammar's
+    terminals, the process's shared automata). A terminal's automaton reads a few classes
+    of bytes, so the compact form is about a tenth of the full one. ``trans`` of a compact
+    automaton is built on each access (read-only): take it once, not per byte.
     """
 
-    trans: np.ndarray
-    accept: np.ndarray
+    __slots__ = ("_classes", "_table", "_trans", "accept")
+
+    def __init__(self, trans: np.ndarray, accept: np.ndarray) -> None:
+        self._trans: np.ndarray | None = trans
+        self._table: np.ndarray | None = None
+        self._classes: np.ndarray | None = None
+        self.accept = accept
+
+    @classmethod
+    def from_columns(cls, table: np.ndarray, classes: np.ndarray, accept: np.ndarray) -> ByteDFA:
+        """The compact form: ``trans == table[:, classes]`` (``table`` ``int32 [n, k]``,
+        ``classes`` ``uint8 [256]``)."""
+        dfa = cls.__new__(cls)
+        dfa._trans = None
+        dfa._table = np.ascontiguousarray(table, np.int32)
+        dfa._classes = np.ascontiguousarray(classes, np.uint8)
+        dfa.accept = accept
+        return dfa
+
+    @property
+    def trans(self) -> np.ndarray:
+        if self._trans is not None:
+            return self._trans
+        assert self._table is not None and self._classes is not None
+        out = self._table[:, self._classes]
+        out.setflags(write=False)
+        return out
+
+    def row(self, state: int) -> np.ndarray:
+        """``int32 [256]``: the next states of ``state`` (``-1``: dead)."""
+        if self._trans is not None:
+            return self._trans[state]
+        assert self._table is not None and self._classes is not None
+        return self._table[state, self._classes]
+
+    def compacted(self) -> ByteDFA:
+        """This automaton in the compact form (itself if it is already)."""
+        if self._trans is None:
+            return self
+        table, classes = column_classes(self._trans)
+        return ByteDFA.from_columns(table, classes, self.accept)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its arrays hold."""
+        arrays = (self._trans, self._table, self._classes, self.accept)
+        return sum(int(a.nbytes) for a in arrays if a is not None)
 
     @property
     def n_states(self) -> int:
-        return int(self.trans.shape[0])
+        t = self._trans if self._trans is not None else self._table
+        assert t is not None
+        return int(t.shape[0])
+
+    def __repr__(self) -> str:
+        return f"ByteDFA(n_states={self.n_states})"
 
     def is_empty(self) -> bool:
         return self.n_states == 0
@@ -195,9 +251,10 @@ class ByteDFA:
         """Whether ``data`` is in the language (reference implementation, for tests)."""
         if self.n_states == 0:
             return False
+        trans = self.trans
         s = 0
         for b in data:
-            s = int(self.trans[s, b])
+            s = int(trans[s, b])
             if s < 0:
                 return False
         return bool(self.accept[s])
@@ -597,14 +654,15 @@ _Builder = TypeVar("_Builder", bound=Callable[..., ByteDFA])
 def shared_automata(maxsize: int) -> Callable[[_Builder], _Builder]:
     """Memoise a pure :class:`ByteDFA` builder for the whole process (an LRU of
     ``maxsize`` argument tuples): schemas keep asking for the same strings, numbers and
-    punctuation. Results get read-only arrays, since every grammar built later shares them.
+    punctuation. Results are kept compact, with read-only arrays, since every grammar
+    built later shares them.
     Each call charges the steps the build took (:func:`metered`), built now or not."""
 
     def wrap(build: _Builder) -> _Builder:
         @functools.lru_cache(maxsize)
         def cached(*args: object, **kwargs: object) -> tuple[ByteDFA, int]:
             dfa, cost = metered(lambda: build(*args, **kwargs), build.__name__)
-            dfa.trans.setflags(write=False)
+            dfa = dfa.compacted()
             dfa.accept.setflags(write=False)
             return dfa, cost
 
@@ -829,23 +887,41 @@ def column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return small, col_class
 
 
-def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Minimisation of a trimmed partial DFA (``trans``: ``int32 [n, 256]``, ``-1`` dead;
-    ``accept``: ``bool [n]``); states renumbered breadth-first from state 0, bytes in
-    order. Partition refinement in a Numba kernel (:mod:`.partition`) over the distinct
-    columns; charged ``m * log2(n)`` work units for ``m`` transitions."""
-    n = trans.shape[0]
-    if n == 0:
-        return trans, accept
+def _minimal_columns(
+    trans: np.ndarray, accept: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`minimize` before its columns are spread back over the 256 bytes: ``(table
+    int32 [m, k], byte_class int32 [256], accept bool [m])``."""
     from .partition import minimal_table
 
+    n = trans.shape[0]
     small, byte_class = column_classes(trans)  # [n, k], [256]
     m = int(np.count_nonzero(small >= 0))
     spend(m * max(1, int(n).bit_length()), "minimising an automaton")
     table, acc = minimal_table(
         np.ascontiguousarray(small, np.int32), np.ascontiguousarray(accept, np.bool_)
     )
+    return table, byte_class, acc
+
+
+def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Minimisation of a trimmed partial DFA (``trans``: ``int32 [n, 256]``, ``-1`` dead;
+    ``accept``: ``bool [n]``); states renumbered breadth-first from state 0, bytes in
+    order. Partition refinement in a Numba kernel (:mod:`.partition`) over the distinct
+    columns; charged ``m * log2(n)`` work units for ``m`` transitions."""
+    if trans.shape[0] == 0:
+        return trans, accept
+    table, byte_class, acc = _minimal_columns(trans, accept)
     return np.ascontiguousarray(table[:, byte_class], np.int32), acc
+
+
+def minimal_dfa(trans: np.ndarray, accept: np.ndarray) -> ByteDFA:
+    """:func:`minimize` as a :class:`ByteDFA` in the compact form (its columns are not
+    spread over the 256 bytes)."""
+    if trans.shape[0] == 0:
+        return ByteDFA(trans, accept)
+    table, byte_class, acc = _minimal_columns(trans, accept)
+    return ByteDFA.from_columns(table, byte_class, acc)
 
 
 def minimize_reference(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -952,8 +1028,7 @@ def minimize_with_blocked(
     Returns the DFA and its rows (``None`` when nothing is blocked).
     """
     if end_blocked is None or not (end_blocked[accept] & (trans[accept] < 0)).any():
-        t, a = minimize(trans, accept)
-        return ByteDFA(t, a), None
+        return minimal_dfa(trans, accept), None
     marks = np.hstack([accept[:, None], end_blocked & accept[:, None] & (trans < 0)])
     real, marked = minimize_marked(trans, marks)
     blocked = marked[:, 1:]
@@ -992,8 +1067,7 @@ def nfa_to_byte_dfa(
     alpha = _Alphabet(nfa)
     ca = _determinise(nfa, alpha, where, max_states)
     trans, accept = _to_bytes(ca, max_states * 4, where)
-    trans, accept = minimize(trans, accept)
-    return ByteDFA(trans, accept)
+    return minimal_dfa(trans, accept)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1067,13 +1141,14 @@ def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATE
     # Breadth-first, one level of the product at a time: a pair (x, y) is the key
     # x * nb + y, and each level's rows are computed at once.
     nb = b.n_states
+    a_trans, b_trans = a.trans, b.trans
     index: dict[int, int] = {0: 0}
     pairs: list[int] = [0]
     rows: list[np.ndarray] = []
     done = 0
     while done < len(pairs):
         level = np.array(pairs[done:], np.int64)
-        ta, tb = a.trans[level // nb], b.trans[level % nb]
+        ta, tb = a_trans[level // nb], b_trans[level % nb]
         keys = np.where((ta >= 0) & (tb >= 0), ta.astype(np.int64) * nb + tb, -1)
         distinct, inverse = np.unique(keys, return_inverse=True)
         ids = np.empty(distinct.shape[0], np.int32)
@@ -1094,8 +1169,7 @@ def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATE
     trans, accept = trim(trans, accept)
     if trans.shape[0] == 0 or not minimal:
         return ByteDFA(trans, accept)
-    trans, accept = minimize(trans, accept)
-    return ByteDFA(trans, accept)
+    return minimal_dfa(trans, accept)
 
 
 def complement(a: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
@@ -1107,7 +1181,8 @@ def complement(a: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
     sink = n
     trans = np.full((n + 1, 256), sink, np.int32)
     if n:
-        trans[:n] = np.where(a.trans >= 0, a.trans, sink)
+        a_trans = a.trans
+        trans[:n] = np.where(a_trans >= 0, a_trans, sink)
     accept = np.ones(n + 1, bool)
     if n:
         accept[:n] = ~a.accept
@@ -1145,13 +1220,14 @@ def difference_of_literals(
     if a.n_states == 0:
         return ByteDFA.empty()
     # the trie: node -> (a-state, children {byte: node}); node 0 is the empty prefix
+    a_trans = a.trans
     state_of = [0]
     children: list[dict[int, int]] = [{}]
     is_word = [False]
     for w in words:
         node, s = 0, 0
         for byte in w:
-            s = int(a.trans[s, byte])
+            s = int(a_trans[s, byte])
             if s < 0:
                 break
             nxt = children[node].get(byte)
@@ -1169,9 +1245,9 @@ def difference_of_literals(
     spend(PRODUCT_ROW_STEPS * k, where)
     # states 0..k-1: trie nodes; k..k+n-1: the states of `a`
     on_trie = np.array(state_of, np.int64)
-    rows = a.trans[on_trie]
+    rows = a_trans[on_trie]
     trans = np.concatenate(
-        [np.where(rows >= 0, rows + k, -1), np.where(a.trans >= 0, a.trans + k, -1)]
+        [np.where(rows >= 0, rows + k, -1), np.where(a_trans >= 0, a_trans + k, -1)]
     )
     for node, kids in enumerate(children):
         for byte, child in kids.items():
@@ -1180,8 +1256,7 @@ def difference_of_literals(
     trans, accept = trim(trans.astype(np.int32), accept)
     if trans.shape[0] == 0 or not minimal:
         return ByteDFA(trans, accept)
-    trans, accept = minimize(trans, accept)
-    return ByteDFA(trans, accept)
+    return minimal_dfa(trans, accept)
 
 
 def union_of_literals(words: list[bytes]) -> ByteDFA:
@@ -1243,11 +1318,12 @@ def quoted(body: ByteDFA, quote: int = 0x22, *, minimal: bool = True) -> ByteDFA
     n = body.n_states
     if n == 0:
         return body
-    if np.any(body.trans[body.accept, quote] >= 0):
+    body_trans = body.trans
+    if np.any(body_trans[body.accept, quote] >= 0):
         raise ValueError("the body reads the quote byte where it may end")
     trans = np.full((n + 2, 256), -1, np.int32)
     trans[0, quote] = 1
-    trans[1 : n + 1] = np.where(body.trans >= 0, body.trans + 1, -1)
+    trans[1 : n + 1] = np.where(body_trans >= 0, body_trans + 1, -1)
     final = n + 1
     for s in np.flatnonzero(body.accept).tolist():
         trans[s + 1, quote] = final
@@ -1255,6 +1331,4 @@ def quoted(body: ByteDFA, quote: int = 0x22, *, minimal: bool = True) -> ByteDFA
     accept[final] = True
     # No trim: the body is trimmed, so every state is reachable from the opening quote and
     # reaches the closing one.
-    if minimal:
-        trans, accept = minimize(trans, accept)
-    return ByteDFA(trans, accept)
+    return minimal_dfa(trans, accept) if minimal else ByteDFA(trans, accept)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..regex import ByteDFA
-from ..regex.dfa import minimize, trim
+from ..regex.dfa import minimal_dfa, trim
 
 __all__ = ["free_text_dfa", "overlap"]
 
@@ -103,5 +103,4 @@ def free_text_dfa(patterns: Sequence[bytes], stop: int | None) -> ByteDFA:
     trans, accept = trim(trans, accept)
     if trans.shape[0] == 0:
         return ByteDFA.empty()
-    trans, accept = minimize(trans, accept)
-    return ByteDFA(trans, accept)
+    return minimal_dfa(trans, accept)
