@@ -105,6 +105,23 @@ def test_the_trie_reads_exactly_the_set_with_one_state_a_prefix(words: set[bytes
 
 
 @settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.binary(max_size=14).map(lambda b: bytes(x % 5 for x in b)), max_size=400),
+    st.integers(0, 1),
+)
+def test_the_names_are_sorted_in_byte_order(words: list[bytes], sep: int) -> None:
+    """The trie's sort (by the next byte of each run of equal prefixes, short runs by
+    insertion) is Python's order of the byte strings, repeats next to each other, with or
+    without a separator byte after each string."""
+    from corral.grammar.regex.dawg import _byte_order, concatenated
+
+    words = words + words[: len(words) // 3]
+    buf, offs = concatenated([w + b"\xff" * sep for w in words])
+    order = _byte_order(buf, offs, sep)
+    assert [words[i] for i in order.tolist()] == sorted(words)
+
+
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(alphabet="ab\0é", max_size=5), max_size=12))
 def test_names_encoded_in_one_go_give_the_trie_of_their_bytes(names: list[str]) -> None:
     """``encoded`` joins ASCII names with NUL separators (one name per NUL) and encodes

@@ -195,9 +195,11 @@ class Grammar:
                 t = self.terminals[name]
                 h.update(f"T {name} {t.dfa.n_states} {t.special!r}\n".encode())
                 if isinstance(t.dfa, SparseDFA):
-                    h.update(t.dfa.content_bytes())
+                    h.update(b"sparse")
+                    for part in (t.dfa.row_start, t.dfa.labels, t.dfa.targets):
+                        h.update(np.ascontiguousarray(part).data)  # no copy
                 else:
-                    h.update(t.dfa.trans.tobytes())
+                    h.update(np.ascontiguousarray(t.dfa.trans).data)
                 h.update(t.dfa.accept.tobytes())
                 if t.end_blocked is not None:
                     h.update(b"end_blocked")

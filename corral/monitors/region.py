@@ -17,6 +17,7 @@ renamed apart from ``OUT``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -115,18 +116,21 @@ def _is_model(x: Any) -> bool:
     return isinstance(x, type) and hasattr(x, "model_json_schema")
 
 
+@functools.lru_cache(maxsize=64)
 def _out(automaton: TriggerAutomaton, identifier_end: bool) -> Terminal:
     """``OUT``: the automaton as a terminal, from a fresh start state (state 0, which does
     not accept: a terminal never matches the empty string; the automaton's state ``s`` is
     the terminal's ``s + 1``, see :func:`out_labels`); with ``identifier_end``, that
-    start reads no identifier byte."""
+    start reads no identifier byte. Built once per automaton: every region of a
+    generation ends with it."""
     trans = automaton.dfa.trans
     shifted = np.where(trans >= 0, trans + 1, -1)
     first = np.where(_IDENT, -1, shifted[0]) if identifier_end else shifted[0]
     trans = np.vstack([first, shifted]).astype(np.int32)
     accept = np.ones(trans.shape[0], bool)
     accept[0] = False
-    return Terminal(OUT, ByteDFA(trans, accept), source="text outside monitored regions")
+    dfa = ByteDFA(trans, accept).compacted()
+    return Terminal(OUT, dfa, source="text outside monitored regions")
 
 
 def out_labels(automaton: TriggerAutomaton) -> np.ndarray:

@@ -41,7 +41,7 @@ MAX_TRIGGER_STATES = 4096
 """Budget of the product automaton of a monitor set's triggers (states)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity
 class TriggerAutomaton:
     """Text outside monitored regions, and where each trigger fires.
 

@@ -104,60 +104,97 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
     return out
 
 
+_SMALL_RUN = 12  # runs shorter than this are sorted by insertion
+
+
+@kernel(nogil=True, inline="always")
+def _before(buf, a0, a1, b0, b1, d):  # type: ignore[no-untyped-def]
+    """Whether the string ``buf[a0:a1]`` sorts before ``buf[b0:b1]`` (byte order, a
+    prefix first), both equal on their first ``d`` bytes."""
+    i = a0 + d
+    j = b0 + d
+    while i < a1 and j < b1:
+        if buf[i] != buf[j]:
+            return buf[i] < buf[j]
+        i += 1
+        j += 1
+    return i == a1 and j < b1
+
+
 @kernel(nogil=True)
 def _byte_order(buf: np.ndarray, offs: np.ndarray, sep: int) -> np.ndarray:
     """``int64 [n]``: the strings ``buf[offs[i]:offs[i + 1] - sep]`` sorted (byte order,
     a prefix first; equal strings next to each other), as indices.
 
-    Eight bytes at a time: strings are sorted by their next 8 bytes packed in one
-    integer, then by how many bytes they have left (0 to 8, or 9 for more); runs that
-    tie with more left are sorted again on the following 8 bytes."""
+    Most significant byte first: a run of strings equal on their first ``d`` bytes is
+    distributed by its next byte (a counting sort over the bytes the run holds; strings
+    that end there come first and are done), and each bucket of several strings is a
+    run one byte deeper. Runs shorter than :data:`_SMALL_RUN` are sorted by insertion."""
     n = offs.shape[0] - 1
     order = np.arange(n)
-    cnt = np.zeros(11, np.int64)
     tmp = np.empty(n, np.int64)
-    work = [(0, n, 0)]
-    while work:
-        lo, hi, d = work.pop()
-        m = hi - lo
-        keys = np.empty(m, np.uint64)
-        rest = np.empty(m, np.int64)
-        for t in range(m):
-            a = offs[order[lo + t]] + d
-            b = offs[order[lo + t] + 1] - sep
-            k = np.uint64(0)
-            for j in range(8):
-                k = k << np.uint64(8)
-                if a + j < b:
-                    k = k | np.uint64(buf[a + j])
-            keys[t] = k
-            rest[t] = min(b - a, 9)
-        sub = np.argsort(keys)
-        # rank by (key, rest): a run of equal keys is short or rare; sort it by rest
-        seg = order[lo:hi][sub]
-        ks = keys[sub]
-        rs = rest[sub]
-        t = 0
-        while t < m:
-            u = t + 1
-            while u < m and ks[u] == ks[t]:
-                u += 1
-            if u - t > 1:
-                # counting sort of the run by rest (0..9), stable
-                cnt[:] = 0
-                for v in range(t, u):
-                    cnt[rs[v] + 1] += 1
-                for c in range(10):
-                    cnt[c + 1] += cnt[c]
-                for v in range(t, u):
-                    tmp[cnt[rs[v]]] = seg[v]
-                    cnt[rs[v]] += 1
-                seg[t:u] = tmp[: u - t]
-                more = u - t - cnt[8]  # the run's strings with more than 8 bytes left
-                if more > 1:
-                    work.append((lo + u - more, lo + u, d + 8))
-            t = u
-        order[lo:hi] = seg
+    key = np.empty(n, np.int64)  # 0: the string ended; else its next byte + 1
+    cnt = np.zeros(257, np.int64)
+    runs = np.empty((n + 1, 3), np.int64)  # (lo, hi, depth) of runs still to sort
+    runs[0, 0] = 0
+    runs[0, 1] = n
+    runs[0, 2] = 0
+    top = 1
+    while top > 0:
+        top -= 1
+        lo = runs[top, 0]
+        hi = runs[top, 1]
+        d = runs[top, 2]
+        if hi - lo < _SMALL_RUN:
+            for t in range(lo + 1, hi):
+                x = order[t]
+                a0 = offs[x]
+                a1 = offs[x + 1] - sep
+                u = t
+                while u > lo:
+                    y = order[u - 1]
+                    if not _before(buf, a0, a1, offs[y], offs[y + 1] - sep, d):
+                        break
+                    order[u] = y
+                    u -= 1
+                order[u] = x
+            continue
+        kmin = 257
+        kmax = 0
+        for t in range(lo, hi):
+            x = order[t]
+            p = offs[x] + d
+            k = 0 if p >= offs[x + 1] - sep else np.int64(buf[p]) + 1
+            key[t] = k
+            kmin = min(kmin, k)
+            kmax = max(kmax, k)
+        if kmin == kmax:  # one bucket: one byte deeper, unless every string ended
+            if kmin > 0:
+                runs[top, 2] = d + 1
+                top += 1
+            continue
+        for c in range(kmin, kmax + 1):
+            cnt[c] = 0
+        for t in range(lo, hi):
+            cnt[key[t]] += 1
+        start = 0
+        for c in range(kmin, kmax + 1):  # each bucket's first place
+            size = cnt[c]
+            cnt[c] = start
+            start += size
+        for t in range(lo, hi):
+            k = key[t]
+            tmp[cnt[k]] = order[t]
+            cnt[k] += 1
+        order[lo:hi] = tmp[: hi - lo]
+        start = 0
+        for c in range(kmin, kmax + 1):  # cnt[c]: where bucket c ends now
+            if c > 0 and cnt[c] - start > 1:
+                runs[top, 0] = lo + start
+                runs[top, 1] = lo + cnt[c]
+                runs[top, 2] = d + 1
+                top += 1
+            start = cnt[c]
     return order
 
 

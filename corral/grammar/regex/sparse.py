@@ -131,7 +131,3 @@ class SparseDFA:
             if s < 0:
                 return False
         return bool(self.accept[s])
-
-    def content_bytes(self) -> bytes:
-        """The bytes that identify the automaton (for grammar fingerprints)."""
-        return b"sparse" + self.row_start.tobytes() + self.labels.tobytes() + self.targets.tobytes()
