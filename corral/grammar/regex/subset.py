@@ -19,11 +19,10 @@ closure, and ``1 + size`` for each new state.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
-from numba import types
 
 from ...jit import kernel
+from .int_table import table_get, table_new, table_put
 
 OK = 0
 TOO_MANY_STATES = 1
@@ -35,7 +34,6 @@ BEHIND, AHEAD, BOUNDARY, TEXT_START, TEXT_END, LINE_START, LINE_END = range(7)
 _NONE = -1  # no character: the start or the end of the text
 _FNV_PRIME = np.uint64(0x100000001B3)
 _FNV_BASIS = np.uint64(0xCBF29CE484222325)
-_PAIR = types.UniTuple(types.int64, 2)
 
 
 @kernel(nogil=True, inline="always")
@@ -119,14 +117,22 @@ def subset_construction(  # type: ignore[no-untyped-def]
     sets = np.empty(1024, np.int64)
     set_ptr = np.zeros(65, np.int64)
     set_next = np.full(65, -1, np.int64)  # as long as set_ptr
-    set_heads = nb.typed.Dict.empty(key_type=types.uint64, value_type=types.int64)
+    heads_k, heads_v = table_new(1024)  # a set's hash -> the last set with it
+    n_heads = 0
     n_sets = 0
 
     # DFA states: (set, previous key) -> state
-    index = nb.typed.Dict.empty(key_type=_PAIR, value_type=types.int64)
+    # (set, previous key + 1) -> state, the pair as one key: set * n_keys + key + 1
+    n_keys = np.int64(prev_key.max() + 2) if prev_key.shape[0] else np.int64(2)
+    index_k, index_v = table_new(1024)
+    n_index = 0
     rep_set = np.empty(64, np.int64)
     rep_prev = np.empty(64, np.int64)  # a block of the previous character (-1: none)
-    charged = nb.typed.Dict.empty(key_type=_PAIR, value_type=types.boolean)
+    # the (set, guard outcomes) closures counted: set << 32 | the outcomes' number
+    sig_k, sig_v = table_new(64)  # guard outcomes -> their number
+    n_sigs = 0
+    charged_k, charged_v = table_new(1024)
+    n_charged = 0
     steps = np.int64(0)
 
     # transitions, in the order states are processed (= state order)
@@ -149,9 +155,9 @@ def subset_construction(  # type: ignore[no-untyped-def]
     sets[0] = start
     set_ptr[1] = 1
     h0 = (_FNV_BASIS ^ np.uint64(start)) * _FNV_PRIME
-    set_heads[h0] = 0
+    heads_k, heads_v, n_heads = table_put(heads_k, heads_v, n_heads, np.int64(h0), 0)
     n_sets = 1
-    index[(np.int64(0), np.int64(-1))] = 0
+    index_k, index_v, n_index = table_put(index_k, index_v, n_index, np.int64(0), 0)
     rep_set[0] = 0
     rep_prev[0] = _NONE
     n = 1
@@ -214,9 +220,13 @@ def subset_construction(  # type: ignore[no-untyped-def]
                     top += 1
                     closure[size] = t
                     size += 1
-            key = (sid, sig)
-            if key not in charged:
-                charged[key] = True
+            sig_id = table_get(sig_k, sig_v, sig)
+            if sig_id < 0:
+                sig_id = n_sigs
+                sig_k, sig_v, n_sigs = table_put(sig_k, sig_v, n_sigs, sig, sig_id)
+            key = (sid << 32) | sig_id
+            if table_get(charged_k, charged_v, key) < 0:
+                charged_k, charged_v, n_charged = table_put(charged_k, charged_v, n_charged, key, 1)
                 steps += size
                 if steps > max_steps:
                     return OUT_OF_STEPS, steps, n, e_ptr, e_block, e_target, accept, accept
@@ -260,7 +270,7 @@ def subset_construction(  # type: ignore[no-untyped-def]
                     last = t
             # find or intern the set
             found = -1
-            cand = set_heads[h] if h in set_heads else -1  # noqa: SIM401 (typed Dict.get is Optional)
+            cand = table_get(heads_k, heads_v, np.int64(h))
             while cand >= 0 and found < 0:
                 if set_ptr[cand + 1] - set_ptr[cand] == cnt:
                     w = set_ptr[cand]
@@ -300,12 +310,14 @@ def subset_construction(  # type: ignore[no-untyped-def]
                     grown2[:n_sets] = set_next[:n_sets]
                     set_next = grown2
                 set_ptr[n_sets + 1] = w
-                set_next[n_sets] = set_heads[h] if h in set_heads else -1  # noqa: SIM401 (typed Dict.get is Optional)
-                set_heads[h] = n_sets
+                set_next[n_sets] = table_get(heads_k, heads_v, np.int64(h))
+                heads_k, heads_v, n_heads = table_put(
+                    heads_k, heads_v, n_heads, np.int64(h), n_sets
+                )
                 n_sets += 1
             # find or add the state
-            skey = (found, prev_key[b])
-            j = index[skey] if skey in index else -1  # noqa: SIM401 (typed Dict.get is Optional)
+            skey = found * n_keys + prev_key[b] + 1
+            j = table_get(index_k, index_v, skey)
             if j < 0:
                 steps += 1 + cnt
                 if steps > max_steps:
@@ -327,7 +339,7 @@ def subset_construction(  # type: ignore[no-untyped-def]
                     g4[: n + 1] = e_ptr[: n + 1]
                     e_ptr = g4
                 j = n
-                index[skey] = j
+                index_k, index_v, n_index = table_put(index_k, index_v, n_index, skey, j)
                 rep_set[j] = found
                 rep_prev[j] = b
                 n += 1

@@ -27,11 +27,10 @@ minimisation, never after (the tests compare the two).
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
-from numba import types
 
 from ...jit import kernel
+from .int_table import table_get, table_new, table_put
 
 OK = 0
 TOO_MANY_STATES = 1
@@ -104,16 +103,15 @@ def encode_utf8(  # type: ignore[no-untyped-def]
         for intermediate ones), valid up to ``n``. Byte state 0 is the start.
     """
     n_q = accept.shape[0]
-    cap = 64
-    rows = np.full((cap, 256), -1, np.int32)
-    acc = np.zeros(cap, np.bool_)
-    of_char = np.full(cap, -1, np.int32)
-    hnext = np.full(cap, -1, np.int64)  # next node with the same hash
-    cptr = np.zeros(cap + 1, np.int64)  # description of node i: cont[cptr[i]:cptr[i+1]]
+    rows = np.full((64, 256), -1, np.int32)
+    acc = np.zeros(64, np.bool_)
+    of_char = np.full(64, -1, np.int32)
+    hnext = np.full(64, -1, np.int64)  # the previous node with the same hash
+    cptr = np.zeros(65, np.int64)  # description of node i: cont[cptr[i]:cptr[i + 1]]
     cont = np.empty(256, np.int64)
-    heads = nb.typed.Dict.empty(key_type=types.uint64, value_type=types.int64)
+    heads_k, heads_v = table_new(1024)  # a description's hash -> the last node with it
+    n_heads = 0
     uni = np.full((4, n_q), -1, np.int64)  # uni[0, q]: q's character node; uni[k, t]: U(k, t)
-    n = 0
     status = OK
 
     queue = np.empty(n_q, np.int64)  # character states whose node is made, row not filled
@@ -121,31 +119,25 @@ def encode_utf8(  # type: ignore[no-untyped-def]
     q_tail = 0
 
     # the pieces of the state being filled: sorted, disjoint, merged (lo, hi, target)
-    pcap = 64
-    plo = np.empty(pcap, np.int64)
-    phi = np.empty(pcap, np.int64)
-    pt = np.empty(pcap, np.int64)
-
-    stack_node = np.empty(64, np.int64)  # intermediate nodes made, rows not filled
-    stack_a = np.empty(64, np.int64)
-    stack_k = np.empty(64, np.int64)
-    stack_len = np.empty(64, np.int64)
+    plo = np.empty(64, np.int64)
+    phi = np.empty(64, np.int64)
+    pt = np.empty(64, np.int64)
+    keys = np.empty(64, np.int64)
+    stack = np.empty((64, 4), np.int64)  # intermediate nodes made, rows not filled
 
     # the start state's character node is node 0
     uni[0, 0] = 0
     of_char[0] = 0
     acc[0] = accept[0]
-    cptr[1] = 0
     n = 1
     queue[q_tail] = 0
     q_tail += 1
 
-    while q_head < q_tail:
+    while q_head < q_tail and status == OK:
         q = queue[q_head]
         q_head += 1
-        j = uni[0, q]
 
-        # -- the pieces of q --------------------------------------------------------
+        # -- the pieces of q: its live edges' ranges, no surrogates, nothing past U+10FFFF
         npc = 0
         for e in range(edge_ptr[q], edge_ptr[q + 1]):
             t = edge_target[e]
@@ -153,38 +145,31 @@ def encode_utf8(  # type: ignore[no-untyped-def]
                 continue
             b = edge_block[e]
             for r in range(range_ptr[b], range_ptr[b + 1]):
-                # no surrogates (the range is cut around them), nothing past U+10FFFF
-                for w in range(2):
-                    if w == 0:
-                        a = range_lo[r]
-                        z = min(range_hi[r], _SURROGATE_LO - 1)
-                    else:
-                        a = max(range_lo[r], _SURROGATE_HI + 1)
-                        z = min(range_hi[r], _MAX_CP)
+                for w in range(2):  # below and above the surrogates
+                    a = range_lo[r] if w == 0 else max(range_lo[r], _SURROGATE_HI + 1)
+                    z = min(range_hi[r], _SURROGATE_LO - 1) if w == 0 else min(range_hi[r], _MAX_CP)
                     if a > z:
                         continue
-                    if npc >= pcap:
-                        pcap *= 2
-                        g1 = np.empty(pcap, np.int64)
-                        g2 = np.empty(pcap, np.int64)
-                        g3 = np.empty(pcap, np.int64)
-                        g1[:npc] = plo[:npc]
-                        g2[:npc] = phi[:npc]
-                        g3[:npc] = pt[:npc]
-                        plo = g1
-                        phi = g2
-                        pt = g3
+                    if npc == plo.shape[0]:
+                        plo = _grown(plo)
+                        phi = _grown(phi)
+                        pt = _grown(pt)
                     plo[npc] = a
                     phi[npc] = z
                     pt[npc] = t
                     npc += 1
-        if npc > 1:
-            order = np.argsort(plo[:npc], kind="mergesort")
-            s_lo = plo[:npc][order]
-            s_hi = phi[:npc][order]
-            s_t = pt[:npc][order]
-            m = 0
+        if npc > 1:  # sorted by first code point (packed with the piece's index), merged
+            if keys.shape[0] < npc:
+                keys = np.empty(plo.shape[0], np.int64)
             for i in range(npc):
+                keys[i] = (plo[i] << 32) | i
+            srt = np.sort(keys[:npc])
+            s_lo = plo[:npc].copy()
+            s_hi = phi[:npc].copy()
+            s_t = pt[:npc].copy()
+            m = 0
+            for x in range(npc):
+                i = srt[x] & 0xFFFFFFFF
                 if m > 0 and s_t[i] == pt[m - 1] and s_lo[i] == phi[m - 1] + 1:
                     phi[m - 1] = s_hi[i]
                 else:
@@ -194,159 +179,121 @@ def encode_utf8(  # type: ignore[no-untyped-def]
                     m += 1
             npc = m
 
-        # -- q's row, then the rows of the intermediate nodes it needs -------------
+        # Room for every node q's row can make: a character node and three uniform ones
+        # a target, and per level of continuation bytes, at most two intermediate nodes
+        # a piece (one at each end) and four where a lead byte is partly valid.
+        room = n + 10 * npc + 16
+        if room > rows.shape[0]:
+            cap = max(room, 2 * rows.shape[0])
+            rows = _grown2d(rows, cap)
+            acc = _grown_to(acc, cap, False)
+            of_char = _grown_to(of_char, cap, -1)
+            hnext = _grown_to(hnext, cap, -1)
+            cptr = _grown_to(cptr, cap + 1, 0)
+        if 6 * npc + 16 > stack.shape[0]:
+            stack = np.empty((6 * npc + 16, 4), np.int64)
+
+        # -- q's row, then the rows of the intermediate nodes it needs ---------------
         # Work items: (node, first code point, continuation bytes left, encoded length);
-        # node == j with k == -1 stands for q's own row (ASCII and lead bytes).
-        sp = 0
-        stack_node[0] = j
-        stack_a[0] = 0
-        stack_k[0] = -1
-        stack_len[0] = 0
+        # continuation bytes left -1 stands for q's own row (ASCII and lead bytes).
+        stack[0, 0] = uni[0, q]
+        stack[0, 1] = 0
+        stack[0, 2] = -1
+        stack[0, 3] = 0
         sp = 1
         while sp > 0 and status == OK:
             sp -= 1
-            node = stack_node[sp]
-            base = stack_a[sp]
-            k = stack_k[sp]
-            length = stack_len[sp]
-            if k == -1:
-                first_byte = 0
-                last_byte = 0xF4
-            else:
-                first_byte = 0x80
-                last_byte = 0xBF
+            node = stack[sp, 0]
+            base = stack[sp, 1]
+            k = stack[sp, 2]
+            length = stack[sp, 3]
+            first_byte = 0 if k == -1 else 0x80
+            last_byte = 0xF4 if k == -1 else 0xBF
             for byte in range(first_byte, last_byte + 1):
-                if k == -1:
-                    if byte < 0x80:
-                        ck = 0
-                        a = byte
-                        clen = 1
-                    elif byte < 0xC2:
-                        continue
-                    elif byte < 0xE0:
-                        ck = 1
-                        a = (byte & 0x1F) << 6
-                        clen = 2
-                    elif byte < 0xF0:
-                        ck = 2
-                        a = (byte & 0x0F) << 12
-                        clen = 3
-                    else:
-                        ck = 3
-                        a = (byte & 0x07) << 18
-                        clen = 4
-                else:
+                if k >= 0:
                     ck = k - 1
                     a = base + (byte - 0x80) * (1 << (6 * ck))
                     clen = length
-                size = 1 << (6 * ck)
-                z = a + size - 1
+                elif byte < 0x80:
+                    ck = 0
+                    a = byte
+                    clen = 1
+                elif byte < 0xC2:
+                    continue
+                else:
+                    clen = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+                    ck = clen - 1
+                    a = (byte & (0x7F >> clen)) << (6 * ck)
+                z = a + (1 << (6 * ck)) - 1
                 # the valid code points of this child: [va, vz]
-                va = a
-                vz = z
-                if clen > 1 and va < _min_cp(clen):
-                    va = _min_cp(clen)
-                if vz > _MAX_CP:
-                    vz = _MAX_CP
+                va = max(a, _min_cp(clen)) if clen > 1 else a
+                vz = min(z, _MAX_CP)
                 if va > vz:
                     continue
                 i0 = _first_overlapping(plo, phi, npc, va)
                 if i0 >= npc or plo[i0] > vz:
                     continue  # no live target: dead
                 if ck == 0 or (va == a and vz == z and plo[i0] <= a and phi[i0] >= z):
-                    # one target for the whole child: U(ck, t)
+                    # one target for the whole child: U(ck, t), made with what it needs
                     t = pt[i0]
-                    if uni[0, t] < 0:
-                        if n >= max_nodes:
-                            status = TOO_MANY_STATES
+                    for kk in range(ck + 1):
+                        if uni[kk, t] >= 0:
+                            continue
+                        if n >= max_nodes or (n + 1) * row_steps > max_steps:
+                            status = TOO_MANY_STATES if n >= max_nodes else OUT_OF_STEPS
                             break
-                        if (n + 1) * row_steps > max_steps:
-                            status = OUT_OF_STEPS
-                            break
-                        if n >= rows.shape[0]:
-                            rows, acc, of_char, hnext, cptr = _grow_nodes(
-                                rows, acc, of_char, hnext, cptr
-                            )
-                        uni[0, t] = n
-                        acc[n] = accept[t]
-                        of_char[n] = t
+                        uni[kk, t] = n
                         cptr[n + 1] = cptr[n]
-                        n += 1
-                        queue[q_tail] = t
-                        q_tail += 1
-                    for kk in range(1, ck + 1):
-                        if uni[kk, t] < 0:
-                            if n >= max_nodes:
-                                status = TOO_MANY_STATES
-                                break
-                            if (n + 1) * row_steps > max_steps:
-                                status = OUT_OF_STEPS
-                                break
-                            if n >= rows.shape[0]:
-                                rows, acc, of_char, hnext, cptr = _grow_nodes(
-                                    rows, acc, of_char, hnext, cptr
-                                )
-                            uni[kk, t] = n
+                        if kk == 0:  # t's character node: its row comes later
+                            acc[n] = accept[t]
+                            of_char[n] = t
+                            queue[q_tail] = t
+                            q_tail += 1
+                        else:
                             rows[n, 0x80:0xC0] = uni[kk - 1, t]
-                            cptr[n + 1] = cptr[n]
-                            n += 1
+                        n += 1
                     if status != OK:
                         break
                     rows[node, byte] = uni[ck, t]
                     continue
-                # several targets, or a partly valid interval: a keyed intermediate node
-                h = _FNV_BASIS
-                h = (h ^ np.uint64(ck)) * _FNV_PRIME
-                i = i0
+                # several targets, or a partly valid interval: a node keyed by its
+                # description (ck, then each piece relative to a), checked exactly
+                h = (_FNV_BASIS ^ np.uint64(ck)) * _FNV_PRIME
                 cnt = 0
+                i = i0
                 while i < npc and plo[i] <= vz:
-                    lo = max(plo[i], va) - a
-                    hi = min(phi[i], vz) - a
-                    h = (h ^ np.uint64(lo)) * _FNV_PRIME
-                    h = (h ^ np.uint64(hi)) * _FNV_PRIME
+                    h = (h ^ np.uint64(max(plo[i], va) - a)) * _FNV_PRIME
+                    h = (h ^ np.uint64(min(phi[i], vz) - a)) * _FNV_PRIME
                     h = (h ^ np.uint64(pt[i])) * _FNV_PRIME
                     cnt += 1
                     i += 1
                 found = -1
-                cand = heads[h] if h in heads else -1  # noqa: SIM401 (typed Dict.get is Optional)
-                while cand >= 0:
+                cand = table_get(heads_k, heads_v, np.int64(h))
+                while cand >= 0 and found < 0:
                     c0 = cptr[cand]
-                    if cptr[cand + 1] - c0 == 1 + 3 * cnt and cont[c0] == ck:
-                        same = True
-                        i = i0
-                        w = c0 + 1
-                        while i < npc and plo[i] <= vz:
-                            if (
-                                cont[w] != max(plo[i], va) - a
-                                or cont[w + 1] != min(phi[i], vz) - a
-                                or cont[w + 2] != pt[i]
-                            ):
-                                same = False
-                                break
-                            w += 3
-                            i += 1
-                        if same:
-                            found = cand
-                            break
-                    cand = hnext[cand]
-                if found < 0:
-                    if n >= max_nodes:
-                        status = TOO_MANY_STATES
-                        break
-                    if (n + 1) * row_steps > max_steps:
-                        status = OUT_OF_STEPS
-                        break
-                    if n >= rows.shape[0]:
-                        rows, acc, of_char, hnext, cptr = _grow_nodes(
-                            rows, acc, of_char, hnext, cptr
+                    same = cptr[cand + 1] - c0 == 1 + 3 * cnt and cont[c0] == ck
+                    w = c0 + 1
+                    i = i0
+                    while same and i < npc and plo[i] <= vz:
+                        same = (
+                            cont[w] == max(plo[i], va) - a
+                            and cont[w + 1] == min(phi[i], vz) - a
+                            and cont[w + 2] == pt[i]
                         )
+                        w += 3
+                        i += 1
+                    if same:
+                        found = cand
+                    else:
+                        cand = hnext[cand]
+                if found < 0:
+                    if n >= max_nodes or (n + 1) * row_steps > max_steps:
+                        status = TOO_MANY_STATES if n >= max_nodes else OUT_OF_STEPS
+                        break
                     found = n
                     w = cptr[n]
-                    need = w + 1 + 3 * cnt
-                    if need > cont.shape[0]:
-                        grown = np.empty(max(need, 2 * cont.shape[0]), np.int64)
-                        grown[:w] = cont[:w]
-                        cont = grown
+                    if w + 1 + 3 * cnt > cont.shape[0]:
+                        cont = _grown_to(cont, max(w + 1 + 3 * cnt, 2 * cont.shape[0]), 0)
                     cont[w] = ck
                     w += 1
                     i = i0
@@ -357,44 +304,38 @@ def encode_utf8(  # type: ignore[no-untyped-def]
                         w += 3
                         i += 1
                     cptr[n + 1] = w
-                    hnext[n] = heads[h] if h in heads else -1  # noqa: SIM401 (typed Dict.get is Optional)
-                    heads[h] = n
+                    hnext[n] = table_get(heads_k, heads_v, np.int64(h))
+                    heads_k, heads_v, n_heads = table_put(heads_k, heads_v, n_heads, np.int64(h), n)
                     n += 1
-                    if sp >= stack_node.shape[0]:
-                        stack_node = _grow_stack(stack_node)
-                        stack_a = _grow_stack(stack_a)
-                        stack_k = _grow_stack(stack_k)
-                        stack_len = _grow_stack(stack_len)
-                    stack_node[sp] = found
-                    stack_a[sp] = a
-                    stack_k[sp] = ck
-                    stack_len[sp] = clen
+                    stack[sp, 0] = found
+                    stack[sp, 1] = a
+                    stack[sp, 2] = ck
+                    stack[sp, 3] = clen
                     sp += 1
                 rows[node, byte] = found
-        if status != OK:
-            break
     return status, n, rows, acc, of_char
 
 
-@kernel(nogil=True)
-def _grow_nodes(rows, acc, of_char, hnext, cptr):  # type: ignore[no-untyped-def]
-    """The per-node arrays with twice the room (new rows dead, new flags false)."""
-    cap = rows.shape[0]
-    r2 = np.full((2 * cap, 256), -1, np.int32)
-    r2[:cap] = rows
-    a2 = np.zeros(2 * cap, np.bool_)
-    a2[:cap] = acc
-    o2 = np.full(2 * cap, -1, np.int32)
-    o2[:cap] = of_char
-    h2 = np.full(2 * cap, -1, np.int64)
-    h2[:cap] = hnext
-    c2 = np.zeros(2 * cap + 1, np.int64)
-    c2[: cap + 1] = cptr
-    return r2, a2, o2, h2, c2
-
-
-@kernel(nogil=True)
-def _grow_stack(a):  # type: ignore[no-untyped-def]
+@kernel(nogil=True, inline="always")
+def _grown(a):  # type: ignore[no-untyped-def]
+    """``a`` (1-D) with twice the room."""
     out = np.empty(2 * a.shape[0], a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@kernel(nogil=True, inline="always")
+def _grown_to(a, size, fill):  # type: ignore[no-untyped-def]
+    """``a`` (1-D) grown to ``size``, the new room set to ``fill``."""
+    out = np.empty(size, a.dtype)
+    out[: a.shape[0]] = a
+    out[a.shape[0] :] = fill
+    return out
+
+
+@kernel(nogil=True, inline="always")
+def _grown2d(a, size):  # type: ignore[no-untyped-def]
+    """``a`` (rows of 256) grown to ``size`` rows, the new ones dead (-1)."""
+    out = np.full((size, a.shape[1]), -1, a.dtype)
     out[: a.shape[0]] = a
     return out
