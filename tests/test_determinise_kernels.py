@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.regexes import regexes
 
 from corral.errors import CompileBudgetError
 from corral.grammar.regex import dfa, python_regex_dfa
@@ -111,23 +112,8 @@ _ATOMS = st.sampled_from(
 _GUARDS = st.sampled_from(["", "^", "$", r"\b", r"\B", "(?=a)", "(?!b)", "(?<=a)", "(?<!é)"])
 
 
-@st.composite
-def _regexes(draw: st.DrawFn, depth: int = 3) -> str:
-    if depth == 0 or draw(st.integers(0, 3)) == 0:
-        return draw(_GUARDS) + draw(_ATOMS)
-    kind = draw(st.sampled_from(["cat", "alt", "star", "count"]))
-    if kind == "cat":
-        return draw(_regexes(depth - 1)) + draw(_regexes(depth - 1))
-    if kind == "alt":
-        return f"(?:{draw(_regexes(depth - 1))}|{draw(_regexes(depth - 1))})"
-    if kind == "star":
-        return f"(?:{draw(_regexes(depth - 1))})*"
-    lo = draw(st.integers(0, 2))
-    return f"(?:{draw(_regexes(depth - 1))}){{{lo},{lo + draw(st.integers(0, 2))}}}"
-
-
 @settings(max_examples=300, deadline=None)
-@given(_regexes(), st.booleans())
+@given(regexes(_ATOMS, guards=_GUARDS), st.booleans())
 def test_random_regexes(pattern: str, dotall: bool) -> None:
     (kt, ka, ks), (rt, ra, rs) = _both(("(?s)" if dotall else "") + pattern)
     assert np.array_equal(kt, rt) and np.array_equal(ka, ra)

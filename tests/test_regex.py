@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.regexes import regexes
 
 from corral import CompileBudgetError, GrammarError, UnsupportedFeatureError
 from corral.grammar.regex import literal_dfa, python_regex_dfa
@@ -181,30 +182,8 @@ _atoms = st.sampled_from(
 )
 
 
-@st.composite
-def regexes(draw: st.DrawFn, depth: int = 3) -> str:
-    if depth == 0 or draw(st.booleans()):
-        return draw(_atoms)
-    kind = draw(st.sampled_from(["cat", "alt", "star", "plus", "opt", "rep", "lazy"]))
-    a = draw(regexes(depth - 1))
-    if kind == "cat":
-        return a + draw(regexes(depth - 1))
-    if kind == "alt":
-        return f"(?:{a}|{draw(regexes(depth - 1))})"
-    if kind == "star":
-        return f"(?:{a})*"
-    if kind == "plus":
-        return f"(?:{a})+"
-    if kind == "opt":
-        return f"(?:{a})?"
-    if kind == "lazy":
-        return f"(?:{a})*?"
-    lo = draw(st.integers(0, 2))
-    return f"(?:{a}){{{lo},{lo + draw(st.integers(0, 2))}}}"
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(regexes(), st.lists(st.text(alphabet="abcé.中 1\n", max_size=6), max_size=30))
+@given(regexes(_atoms), st.lists(st.text(alphabet="abcé.中 1\n", max_size=6), max_size=30))
 def test_random_regexes_agree_with_re(pattern: str, words: list[str]) -> None:
     dfa = python_regex_dfa(pattern)
     rx = re.compile(pattern)

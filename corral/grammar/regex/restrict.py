@@ -27,6 +27,7 @@ from numba import types
 
 from ...jit import kernel
 from .dfa import ByteDFA
+from .reach import co_reachable
 from .sparse import SparseDFA
 
 __all__ = ["restrict_quoted"]
@@ -212,35 +213,8 @@ def _product(
             elab[ne] = b
             edst[ne] = j
             ne += 1
-    # trim: the states that reach acceptance, by a reverse walk
-    indeg = np.zeros(n + 1, np.int64)
-    for k in range(ne):
-        indeg[edst[k] + 1] += 1
-    for k in range(n):
-        indeg[k + 1] += indeg[k]
-    rev = np.empty(ne, np.int64)
-    fill = indeg[:n].copy()
-    for k in range(ne):
-        t = edst[k]
-        rev[fill[t]] = esrc[k]
-        fill[t] += 1
-    live = np.zeros(n, np.bool_)
-    stack = np.empty(n, np.int64)
-    top_of_stack = 0
-    for k in range(n):
-        if acc[k]:
-            live[k] = True
-            stack[top_of_stack] = k
-            top_of_stack += 1
-    while top_of_stack > 0:
-        top_of_stack -= 1
-        t = stack[top_of_stack]
-        for k in range(indeg[t], indeg[t + 1]):
-            s = rev[k]
-            if not live[s]:
-                live[s] = True
-                stack[top_of_stack] = s
-                top_of_stack += 1
+    # trim: the states that reach acceptance
+    live = co_reachable(n, esrc, edst, ne, acc)
     if not live[0]:
         empty = np.zeros(0, np.int64)
         return 0, empty, empty, empty, np.zeros(0, np.bool_)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ...jit import kernel
 from .int_table import table_get, table_new, table_put
+from .reach import co_reachable
 
 OK = 0
 TOO_MANY_STATES = 1
@@ -357,36 +358,11 @@ def subset_construction(  # type: ignore[no-untyped-def]
         e_ptr[i + 1] = n_edges
         i += 1
 
-    # the states that can reach an accepting one (reverse reachability)
-    indeg = np.zeros(n + 1, np.int64)
-    for e in range(n_edges):
-        indeg[e_target[e] + 1] += 1
+    # the states that can reach an accepting one
+    src = np.empty(n_edges, np.int64)
     for q in range(n):
-        indeg[q + 1] += indeg[q]
-    rev = np.empty(n_edges, np.int64)
-    fill = indeg[:n].copy()
-    for q in range(n):
-        for e in range(e_ptr[q], e_ptr[q + 1]):
-            t = e_target[e]
-            rev[fill[t]] = q
-            fill[t] += 1
-    live = np.zeros(n, np.bool_)
-    top = 0
-    work = np.empty(n, np.int64)
-    for q in range(n):
-        if accept[q]:
-            live[q] = True
-            work[top] = q
-            top += 1
-    while top > 0:
-        top -= 1
-        t = work[top]
-        for e in range(indeg[t], indeg[t + 1]):
-            q = rev[e]
-            if not live[q]:
-                live[q] = True
-                work[top] = q
-                top += 1
+        src[e_ptr[q] : e_ptr[q + 1]] = q
+    live = co_reachable(n, src, e_target, n_edges, accept)
     return (
         status,
         steps,
