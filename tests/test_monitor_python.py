@@ -81,8 +81,9 @@ def test_a_prompt_that_ends_at_a_member_dot_is_constrained_from_the_first_token(
 
 def test_names_the_file_uses_after_a_dot_widen_what_jedi_infers() -> None:
     """``TarFile.open`` reads the class attribute ``OPEN_METH`` through ``cls``; the
-    default monitor allows every name the file already uses after a dot besides what
-    ``jedi`` infers, so such members are not forbidden."""
+    default monitor allows the names the file already uses after ``cls.`` besides what
+    ``jedi`` infers, so such members are not forbidden; names the file uses after other
+    names and dots are not added."""
     src = inspect.getsource(tarfile)
     marker = "cls.OPEN_METH"
     if marker not in src:
@@ -93,10 +94,15 @@ def test_names_the_file_uses_after_a_dot_widen_what_jedi_infers() -> None:
     wide = python_members(path=tarfile.__file__).allowed(ctx)
     assert strict and wide
     assert "OPEN_METH" in wide and "open" in wide
-    assert set(strict) <= set(wide) <= set(strict) | attribute_names(code)
+    assert set(strict) <= set(wide) == set(strict) | attribute_names(code, "cls")
     assert "foo" not in wide
+    elsewhere = attribute_names(code) - attribute_names(code, "cls") - set(strict)
+    assert elsewhere and not elsewhere & set(wide)
 
 
 def test_attribute_names_are_read_by_pythons_tokenizer() -> None:
     code = "import os\nx = os.path.join(a.b, '.c') + 1.5  # d.e\ny = (f\n  .g)\nz."
     assert attribute_names(code) == {"path", "join", "b", "g"}
+    assert attribute_names(code, "os") == {"path"}
+    assert attribute_names(code, "a") == {"b"}
+    assert attribute_names(code, "f") == {"g"}

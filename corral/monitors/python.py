@@ -9,8 +9,9 @@ resolve), the region is skipped and the text stays free.
 What ``jedi`` infers is a lower bound on an object's members: Python objects also get
 attributes it does not see (``__slots__``, ``setattr``, attributes assigned outside the
 class, class attributes reached through ``cls``). So by default the names the file already
-uses after a dot are allowed too (``file_attributes=True``); without them, the monitor
-forbids correct code wherever ``jedi``'s list is incomplete.
+uses after the same name and a dot are allowed too (``file_attributes=True``: after
+``cls.``, every ``cls.X`` of the file); without them, the monitor forbids correct code
+wherever ``jedi``'s list is incomplete.
 
 ``pip install jedi`` (or ``corral[monitors]``).
 """
@@ -18,7 +19,6 @@ forbids correct code wherever ``jedi``'s list is incomplete.
 from __future__ import annotations
 
 import io
-import itertools
 import os
 import tokenize
 from collections.abc import Callable
@@ -55,8 +55,10 @@ def python_members(
             the prompt followed by the generated text).
         timeout_s: the monitor's timeout (``jedi``'s first call in a process loads its
             caches: seconds).
-        file_attributes: also allow every name the code before the dot uses after a dot
-            (see the module); ``False``: only what ``jedi`` infers.
+        file_attributes: also allow every name the code before the dot uses after the
+            same name and a dot (``cls.X`` after ``cls.``; after a bracket, ``f().``,
+            every name used after a dot), see the module; ``False``: only what ``jedi``
+            infers.
 
     Raises:
         InvalidArgumentError: ``jedi`` is not installed.
@@ -82,7 +84,7 @@ def python_members(
         if not inferred:
             return None  # nothing inferred: this dot is not constrained
         if file_attributes:
-            inferred |= _names_after_dots(toks)
+            inferred |= _names_after_dots(toks, _receiver(toks))
         return sorted(inferred)
 
     return Monitor(
@@ -105,10 +107,11 @@ def _tokens(code: str) -> tuple[list[tokenize.TokenInfo], bool]:
     return toks, True
 
 
-def attribute_names(code: str) -> set[str]:
+def attribute_names(code: str, owner: str | None = None) -> set[str]:
     """Every name ``code`` uses right after a member-access dot (``x.name``), by Python's
-    tokenizer (dots in strings, comments and numbers are not member accesses)."""
-    return _names_after_dots(_tokens(code)[0])
+    tokenizer (dots in strings, comments and numbers are not member accesses); with
+    ``owner``, only after that name and a dot (``owner.name``)."""
+    return _names_after_dots(_tokens(code)[0], owner)
 
 
 def at_member_dot(code: str) -> bool:
@@ -117,12 +120,29 @@ def at_member_dot(code: str) -> bool:
     return _ends_at_dot(*_tokens(code))
 
 
-def _names_after_dots(toks: list[tokenize.TokenInfo]) -> set[str]:
+def _names_after_dots(toks: list[tokenize.TokenInfo], owner: str | None = None) -> set[str]:
     return {
-        b.string
-        for a, b in itertools.pairwise(toks)
-        if a.type == tokenize.OP and a.string == "." and b.type == tokenize.NAME
+        c.string
+        for a, b, c in _triples(toks)
+        if b.type == tokenize.OP
+        and b.string == "."
+        and c.type == tokenize.NAME
+        and (owner is None or (a.type == tokenize.NAME and a.string == owner))
     }
+
+
+def _triples(toks: list[tokenize.TokenInfo]) -> zip[tuple[tokenize.TokenInfo, ...]]:
+    """Consecutive tokens in threes, line breaks inside brackets and comments left out."""
+    code = [t for t in toks if t.type not in (tokenize.NL, tokenize.COMMENT)]
+    return zip(code, code[1:], code[2:], strict=False)
+
+
+def _receiver(toks: list[tokenize.TokenInfo]) -> str | None:
+    """The name right before the final dot (``self`` in ``x = self.``), or ``None`` when a
+    bracket is there (``f().``, ``a[0].``)."""
+    skip = (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.DEDENT, tokenize.INDENT)
+    real = [t for t in toks if t.type not in skip]
+    return real[-2].string if len(real) >= 2 and real[-2].type == tokenize.NAME else None
 
 
 def _ends_at_dot(toks: list[tokenize.TokenInfo], ok: bool) -> bool:
