@@ -139,15 +139,18 @@ def _valid_utf8_char(seq: bytes) -> bool:
         return False
 
 
-def test_utf8_exactly_valid_characters() -> None:
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernels", "python"])
+def test_utf8_exactly_valid_characters(kernel: bool) -> None:
     """``(?s).`` accepts exactly the UTF-8 encodings of one character: every sequence of
     one, two and three bytes, and every four-byte sequence after a lead byte F0-F4 with
     its second byte from a spread of values, is checked against Python's decoder (no
-    overlong forms, no surrogates, nothing past U+10FFFF)."""
-    d = python_regex_dfa(r"(?s).")
+    overlong forms, no surrogates, nothing past U+10FFFF), built by the kernels and by
+    the Python constructions (which small patterns take)."""
+    (kt, ka, _), (rt, ra, _) = _both(r"(?s).")
+    trans, accept = (kt, ka) if kernel else (rt, ra)
     for n in (1, 2, 3):
         seqs = np.array(list(itertools.product(range(256), repeat=n)), np.uint8)
-        got = _accepts(d.trans, d.accept, seqs)
+        got = _accepts(trans, accept, seqs)
         want = np.array([_valid_utf8_char(bytes(s)) for s in seqs.tolist()])
         assert np.array_equal(got, want), n
     seconds = [0x80, 0x8F, 0x90, 0xA5, 0xBF, 0x7F, 0xC0]
@@ -155,9 +158,23 @@ def test_utf8_exactly_valid_characters() -> None:
         list(itertools.product(range(0xEF, 0xF6), seconds, range(0x7E, 0xC1), [0x80, 0xBF])),
         np.uint8,
     )
-    got = _accepts(d.trans, d.accept, seqs)
+    got = _accepts(trans, accept, seqs)
     want = np.array([_valid_utf8_char(bytes(s)) for s in seqs.tolist()])
     assert np.array_equal(got, want)
+
+
+def test_small_patterns_take_the_python_constructions() -> None:
+    """``nfa_to_byte_dfa`` gives the same automaton whichever side of the size threshold
+    a pattern falls, and small ones never call the kernels."""
+    from unittest import mock
+
+    for pattern in (r"[a-z]+", r"\bfoo\b", r"(?s).{0,5}", r"[\u00e9\u4e2d]x"):
+        nfa = build_nfa(parse_python_regex(pattern, 0, where="t"))
+        assert nfa.n_states <= dfa.SMALL_NFA_STATES
+        with mock.patch.object(dfa, "_determinise", side_effect=AssertionError("kernel")):
+            small = dfa.nfa_to_byte_dfa(nfa, where="t")
+        (kt, ka, _), _ = _both(pattern)
+        assert np.array_equal(small.trans, kt) and np.array_equal(small.accept, ka)
 
 
 def test_budgets_refuse_as_before() -> None:

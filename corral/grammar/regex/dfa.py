@@ -162,6 +162,15 @@ def deadline(seconds: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
+SMALL_NFA_STATES = 32
+"""NFAs of at most this many states are determinised and encoded by the Python
+constructions (``_subset_construction_reference``, ``utf8_automaton_reference``), larger
+ones by the kernels (``subset.py``, ``utf8_dfa.py``), which give the same automata."""
+SMALL_CHAR_STATES = 16
+SMALL_CHAR_RANGES = 32
+"""Character automata of at most so many states and code point ranges are encoded as
+UTF-8 in Python (see :func:`utf8_automaton`)."""
+
 UTF8_ROW_STEPS = 8
 """Steps a byte state of a UTF-8 automaton costs (a row of 256 transitions is built)."""
 PRODUCT_ROW_STEPS = 8
@@ -727,7 +736,14 @@ def utf8_automaton(
     256]`` transitions, ``bool [n]`` accepting flags and ``int32 [n]``: per byte state, the
     character state it stands for (-1: an intermediate state). Spends
     :data:`UTF8_ROW_STEPS` per byte state; more than ``max_states`` of them is a
-    :class:`CompileBudgetError`."""
+    :class:`CompileBudgetError`. A small automaton (at most :data:`SMALL_CHAR_STATES`
+    states and :data:`SMALL_CHAR_RANGES` ranges) is encoded in Python
+    (:func:`utf8_automaton_reference`): as fast, and no kernel to load."""
+    if len(trans) <= SMALL_CHAR_STATES and sum(map(len, block_ranges)) <= SMALL_CHAR_RANGES:
+        rows, acc, of_char = utf8_automaton_reference(
+            trans, accept, live, block_ranges, max_states, where
+        )
+        return rows, acc, np.array(of_char, np.int32)
     edge_ptr = np.zeros(len(trans) + 1, np.int64)
     edge_ptr[1:] = np.cumsum([len(out) for out in trans])
     edge_block = np.fromiter((b for out in trans for b in out), np.int64, int(edge_ptr[-1]))
@@ -1065,6 +1081,18 @@ def nfa_to_byte_dfa(
     """Determinise (the whole text matched: assertions see the text's start and end),
     encode as UTF-8, and minimise."""
     alpha = _Alphabet(nfa)
+    if nfa.n_states <= SMALL_NFA_STATES:
+        # small: the Python constructions, faster here than preparing the kernels' arrays,
+        # and no kernel to load in a process that has met no large pattern yet
+        cdfa = _subset_construction_reference(nfa, alpha, where, max_states)
+        live = live_states(cdfa.trans, cdfa.accept)
+        if not live[0]:
+            return ByteDFA.empty()
+        ranges = [cs.ranges for cs in cdfa.blocks]
+        rows, acc, _ = utf8_automaton_reference(
+            cdfa.trans, cdfa.accept, live, ranges, max_states * 4, where
+        )
+        return minimal_dfa(rows, np.asarray(acc, bool))
     ca = _determinise(nfa, alpha, where, max_states)
     trans, accept = _to_bytes(ca, max_states * 4, where)
     return minimal_dfa(trans, accept)
