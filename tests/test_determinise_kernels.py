@@ -177,29 +177,49 @@ def test_small_patterns_take_the_python_constructions() -> None:
         assert np.array_equal(small.trans, kt) and np.array_equal(small.accept, ka)
 
 
-def test_budgets_refuse_as_before() -> None:
+def _kernel_dfa(pattern: str, max_states: int = dfa.DEFAULT_MAX_DFA_STATES) -> None:
+    """Determinise and encode ``pattern`` with the kernels, whatever its size."""
+    nfa = build_nfa(parse_python_regex(pattern, 0, where="t"))
+    ca = dfa._determinise(nfa, dfa._Alphabet(nfa), "t", max_states)
+    dfa._encode(ca, [cs.ranges for cs in ca.blocks], 4 * max_states, "t")
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernels", "python"])
+def test_budgets_refuse_as_before(kernel: bool) -> None:
     """Past ``max_states`` (character or byte states), or past a work budget, the kernels
-    raise the errors the Python constructions raised."""
+    raise the errors the Python constructions raise."""
+
+    def build(pattern: str, max_states: int = dfa.DEFAULT_MAX_DFA_STATES) -> None:
+        if kernel:
+            _kernel_dfa(pattern, max_states)
+        else:
+            nfa = build_nfa(parse_python_regex(pattern, 0, where="t"))
+            alpha = dfa._Alphabet(nfa)
+            cdfa = dfa._subset_construction_reference(nfa, alpha, "t", max_states)
+            live = dfa.live_states(cdfa.trans, cdfa.accept)
+            ranges = [cs.ranges for cs in cdfa.blocks]
+            dfa.utf8_automaton_reference(cdfa.trans, cdfa.accept, live, ranges, 4 * max_states, "t")
+
     with pytest.raises(CompileBudgetError, match="more than 1000 states"):
-        python_regex_dfa(r"(a|b)*a(a|b){16}", max_states=1000)
+        build(r"(a|b)*a(a|b){16}", max_states=1000)
     # a character automaton small enough, a byte automaton too large (4x the states):
     # code points of U+0100-U+06FF whose pattern under each lead byte is its own, so no
     # two lead bytes share their intermediate node
     scattered = "".join(chr(0x100 + 64 * i + j) for i in range(24) for j in range(0, 2 * i + 1, 2))
     with pytest.raises(CompileBudgetError, match="byte automaton needs more than"):
-        python_regex_dfa(f"[{scattered}]{{30}}", max_states=40)
-    nfa = build_nfa(parse_python_regex(r"(a|b)*a(a|b){8}", 0, where="t"))
+        build(f"[{scattered}]{{30}}", max_states=40)
+    pattern = r"(a|b)*a(a|b){8}"
     for units in (10, 5_000):
         with pytest.raises(dfa.WorkBudgetError), dfa.work_budget(units, "the test"):
-            dfa.nfa_to_byte_dfa(nfa, where="t")
+            build(pattern)
     with dfa.work_budget(10**9, "the test") as budget:
-        dfa.nfa_to_byte_dfa(nfa, where="t")
+        build(pattern)
     assert budget is not None
     spent = budget.units - budget.left
     with dfa.work_budget(spent, "the test"):
-        dfa.nfa_to_byte_dfa(nfa, where="t")  # exactly enough
+        build(pattern)  # exactly enough
     with pytest.raises(dfa.WorkBudgetError), dfa.work_budget(spent - 1, "the test"):
-        dfa.nfa_to_byte_dfa(nfa, where="t")
+        build(pattern)
 
 
 def test_many_guards_use_the_reference() -> None:

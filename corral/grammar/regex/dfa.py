@@ -162,10 +162,13 @@ def deadline(seconds: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-SMALL_NFA_STATES = 32
+SMALL_NFA_STATES = 128
 """NFAs of at most this many states are determinised and encoded by the Python
 constructions (``_subset_construction_reference``, ``utf8_automaton_reference``), larger
-ones by the kernels (``subset.py``, ``utf8_dfa.py``), which give the same automata."""
+ones by the kernels (``subset.py``, ``utf8_dfa.py``), which give the same automata. Below
+it the Python constructions take under a millisecond, about what preparing the kernels'
+arrays costs, while loading the kernels costs a process 20-50 ms once (JSON's string
+character, built in every process, has 62 states)."""
 SMALL_CHAR_STATES = 16
 SMALL_CHAR_RANGES = 32
 """Character automata of at most so many states and code point ranges are encoded as
