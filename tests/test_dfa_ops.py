@@ -193,6 +193,10 @@ def test_the_compact_form_is_the_same_automaton(raw: tuple[np.ndarray, np.ndarra
         t, a = trim(*raw)
         m = minimal_dfa(t, a)
         assert np.array_equal(m.trans, full.trans) and np.array_equal(m.accept, full.accept)
+        # the compact form is canonical whichever way it was built (fingerprints hash it)
+        canonical = column_classes(full.trans)
+        for d in (small, m):
+            assert all(np.array_equal(x, y) for x, y in zip(d.columns(), canonical, strict=True))
     other = as_dfa(raw).compacted()
     assert language(intersect(small, other).trans, intersect(small, other).accept) == language(
         full.trans, full.accept
@@ -208,11 +212,16 @@ def test_literal_dfas(text: str) -> None:
     want[np.arange(len(data)), list(data)] = np.arange(1, len(data) + 1)
     assert np.array_equal(d.trans, want)
     assert d.accept.tolist() == [False] * len(data) + [True]
+    canonical = column_classes(want)
+    assert all(np.array_equal(x, y) for x, y in zip(d.columns(), canonical, strict=True))
+    assert literal_dfa(text) is d or len(data) > 64  # short literals are shared
+    with pytest.raises(ValueError):
+        d.accept[0] = True
 
 
 def test_grammars_keep_their_terminals_compact() -> None:
     """A grammar keeps each terminal's automaton in the compact form (a tenth of 256
-    columns a state here), and its fingerprint is the full form's."""
+    columns a state here), and its fingerprint is the same whichever form it is given."""
     g = Grammar.from_regex(r"[a-z]{1,40}@[a-z]{1,40}\.(com|org)")
     (t,) = g.terminals.values()
     assert isinstance(t.dfa, ByteDFA)

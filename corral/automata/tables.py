@@ -386,11 +386,11 @@ def _lexer_table(
         assert isinstance(d, ByteDFA)
         o = int(starts[i])
         rows = full[o : o + d.n_states]
-        trans = d.trans  # built on each access for a compact automaton: once
-        rows[:] = np.where(trans >= 0, trans + o, -1)
+        table, classes = d.columns()
+        rows[:] = np.where(table >= 0, table + o, -1)[:, classes]
         blocked = grammar.terminals[n].end_blocked
         if blocked is not None:
-            rows[blocked & d.accept[:, None] & (trans < 0)] = trap
+            rows[blocked & d.accept[:, None] & (rows < 0)] = trap
         if n in special_terms:
             rows[:] = -1  # matched by its special token only, never by bytes
     _, dense_class = column_classes(full)

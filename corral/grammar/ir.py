@@ -198,8 +198,9 @@ class Grammar:
                     h.update(b"sparse")
                     for part in (t.dfa.row_start, t.dfa.labels, t.dfa.targets):
                         h.update(np.ascontiguousarray(part).data)  # no copy
-                else:
-                    h.update(np.ascontiguousarray(t.dfa.trans).data)
+                else:  # the canonical compact form: equal automata, equal arrays
+                    for part in t.dfa.columns():
+                        h.update(np.ascontiguousarray(part).data)
                 h.update(t.dfa.accept.tobytes())
                 if t.end_blocked is not None:
                     h.update(b"end_blocked")

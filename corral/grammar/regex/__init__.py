@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from .dfa import DEFAULT_MAX_DFA_STATES, ByteDFA, nfa_to_byte_dfa
+from .dfa import DEFAULT_MAX_DFA_STATES, ByteDFA, column_classes, nfa_to_byte_dfa
 from .nfa import build_nfa
 from .python_syntax import parse_python_regex
 from .sparse import LONG_LITERAL_BYTES, SparseDFA
@@ -31,18 +33,44 @@ def python_regex_dfa(
     )
 
 
+SHARED_LITERAL_BYTES = 64
+"""Literals of at most this many bytes of UTF-8 are built once a process (a least
+recently used cache of :data:`SHARED_LITERALS`): keys, punctuation and enum values recur
+across schemas."""
+SHARED_LITERALS = 8192
+
+
 def literal_dfa(text: str) -> ByteDFA:
-    """The byte DFA accepting exactly the UTF-8 encoding of ``text`` (in the compact form:
-    a column for each distinct byte of the text, one dead column for the others)."""
-    data = np.frombuffer(text.encode("utf-8"), np.uint8)
-    n = data.shape[0] + 1
-    used, column = np.unique(data, return_inverse=True)
+    """The byte DFA accepting exactly the UTF-8 encoding of ``text``, in the compact form:
+    a dead column (byte 0's) and a column for each distinct byte of the text, in byte
+    order, which is the canonical order (:meth:`ByteDFA.columns`). Read-only, and shared
+    for short texts."""
+    if len(text.encode("utf-8")) <= SHARED_LITERAL_BYTES:
+        return _shared_literal_dfa(text)
+    return _literal_dfa(text)
+
+
+@functools.lru_cache(maxsize=SHARED_LITERALS)
+def _shared_literal_dfa(text: str) -> ByteDFA:
+    return _literal_dfa(text)
+
+
+def _literal_dfa(text: str) -> ByteDFA:
+    data = text.encode("utf-8")
+    n = len(data) + 1
+    used = sorted(set(data))
+    k = len(used) + 1
     classes = np.zeros(256, np.uint8)
-    classes[used] = np.arange(1, used.shape[0] + 1)
-    table = np.full((n, used.shape[0] + 1), -1, np.int32)
-    table[np.arange(n - 1), column.reshape(-1) + 1] = np.arange(1, n, dtype=np.int32)
+    classes[used] = np.arange(1, k)
+    table = np.full((n, k), -1, np.int32)
+    step = np.arange(1, n, dtype=np.int32)
+    table[step - 1, classes[np.frombuffer(data, np.uint8)]] = step
     accept = np.zeros(n, bool)
     accept[-1] = True
+    if used and used[0] == 0:  # byte 0 has a live column: not the canonical order
+        table, classes = column_classes(table[:, classes])
+    for a in (table, classes, accept):
+        a.flags.writeable = False
     return ByteDFA.from_columns(table, classes, accept)
 
 

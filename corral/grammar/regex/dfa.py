@@ -234,6 +234,15 @@ class ByteDFA:
         assert self._table is not None and self._classes is not None
         return self._table[state, self._classes]
 
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """The compact form's arrays ``(table int32 [n, k], classes uint8 [256])``, with
+        ``trans == table[:, classes]``: the distinct columns in order of their first byte.
+        The form is canonical (every construction of the compact form keeps that order
+        and no two equal columns), so equal automata give equal arrays."""
+        d = self.compacted()
+        assert d._table is not None and d._classes is not None
+        return d._table, d._classes
+
     def compacted(self) -> ByteDFA:
         """This automaton in the compact form (itself if it is already)."""
         if self._trans is None:
@@ -940,6 +949,9 @@ def minimal_dfa(trans: np.ndarray, accept: np.ndarray) -> ByteDFA:
     if trans.shape[0] == 0:
         return ByteDFA(trans, accept)
     table, byte_class, acc = _minimal_columns(trans, accept)
+    distinct, merged = column_classes(table)
+    if distinct.shape[1] < table.shape[1]:  # merged states made columns equal
+        table, byte_class = distinct, merged[byte_class]
     return ByteDFA.from_columns(table, byte_class, acc)
 
 
