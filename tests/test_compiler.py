@@ -256,7 +256,10 @@ def test_guess_and_source() -> None:
         "grammar",
         "lark",
         "regex",
+        "gbnf",
     ]
+    assert frontends.guess('root ::= "a"').front_end == "lark"  # GBNF only by name
+    assert frontends.read('root ::= "a"', format="gbnf").key == ("gbnf", 'root ::= "a"', "root")
     tag = {"type": "structural_tag", "format": {"type": "const_string", "value": "a"}}
     assert frontends.guess(tag).front_end == "structural-tag"
     regex = frontends.source("regex", PHONE)

@@ -231,7 +231,8 @@ class Compiler:
         self,
         spec: Any,
         *,
-        start: str = "start",
+        format: str | None = None,
+        start: str | None = None,
         precompute: bool | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         source: str | Sequence[str] | None = None,
@@ -241,7 +242,8 @@ class Compiler:
         """Compile a spec of any kind, the front end picked from its type (see
         :func:`corral.grammar.frontends.guess`): a dict, bool, JSON text starting with
         ``{`` or pydantic model class is a JSON Schema, other text is Lark text (from rule
-        ``start``), a :class:`Grammar` is used as it is.
+        ``start``), a :class:`Grammar` is used as it is; or named by ``format``
+        (``"gbnf"``, ``"lark"``, ``"regex"``, ``"json-schema"``, ``"structural-tag"``).
 
         ``precompute`` and ``cache_dir`` override the compiler's for this call (``None``:
         the compiler's); ``schema_options`` apply to JSON Schemas only.
@@ -249,8 +251,13 @@ class Compiler:
         Raises:
             TypeError: a spec of no known kind, or schema options for another kind.
         """
-        read = frontends.guess(
-            spec, start=start, options=schema_options, source=source, entities=entities
+        read = frontends.read(
+            spec,
+            format=format,
+            start=start,
+            options=schema_options,
+            source=source,
+            entities=entities,
         )
         return self._compile(read, precompute, cache_dir)
 
@@ -343,7 +350,8 @@ def compile(
     spec: Any,
     vocab: Vocabulary,
     *,
-    start: str = "start",
+    format: str | None = None,
+    start: str | None = None,
     cache: bool = True,
     precompute: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -360,9 +368,12 @@ def compile(
     Args:
         spec: Lark grammar text; a JSON Schema (a dict, a bool, JSON text starting with
             ``{``, or a pydantic model class); or a :class:`Grammar` (e.g. from
-            ``Grammar.from_regex``).
+            ``Grammar.from_regex``); or text of the kind ``format`` names.
         vocab: the model's :class:`Vocabulary`.
-        start: start rule for Lark text.
+        format: the front end, when not to be guessed from the spec's type: ``"gbnf"``
+            (llama.cpp's grammars), ``"lark"``, ``"regex"`` (takes ``flags``),
+            ``"json-schema"``, ``"structural-tag"``, ``"grammar"``.
+        start: the start rule (``None``: ``start`` for Lark text, ``root`` for GBNF).
         cache: reuse an identical earlier compilation (see :data:`default_cache`).
         precompute: build every lexer state's token cache now (``True``), or on first use
             (``False``); default: now when the grammar has at most
@@ -399,8 +410,13 @@ def compile(
         An immutable :class:`CompiledGrammar`, safe to share across threads and sequences.
     """
     _check_vocab(vocab)
-    read = frontends.guess(
-        spec, start=start, options=schema_options, source=source, entities=entities
+    read = frontends.read(
+        spec,
+        format=format,
+        start=start,
+        options=schema_options,
+        source=source,
+        entities=entities,
     )
     compiler = Compiler._over(vocab, default_cache if cache else _NO_CACHE)
     return compiler._compile(read, precompute, cache_dir)

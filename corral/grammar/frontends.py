@@ -8,7 +8,9 @@ One table, :data:`FRONT_ENDS`, lists them in the order :func:`guess` tries them:
 * ``grammar``: a :class:`Grammar`, used as it is;
 * ``lark``: Lark grammar text (any other ``str``), with its ``start`` rule;
 * ``regex``: a Python ``re`` pattern matched in full, with ``flags``; never guessed (text
-  is read as Lark text), only asked for by name.
+  is read as Lark text), only asked for by name;
+* ``gbnf``: llama.cpp's GBNF text, from its ``root`` rule (or ``start``); never guessed,
+  only asked for by name (``format="gbnf"``).
 
 A front end turns a spec into a :class:`Source`: the *key* that identifies the grammar
 the spec denotes (equal keys always build equal grammars, so a compiler builds each once)
@@ -33,11 +35,13 @@ __all__ = [
     "FRONT_ENDS",
     "FrontEnd",
     "Source",
+    "from_gbnf",
     "from_json_schema",
     "from_lark",
     "from_regex",
     "from_structural_tag",
     "guess",
+    "read",
     "source",
 ]
 
@@ -135,6 +139,30 @@ def from_regex(pattern: str, flags: int = 0) -> Grammar:
         dfa = python_regex_dfa(pattern, flags, where=f"regex {pattern!r}")
     term = Terminal("REGEX", dfa, source=f"/{pattern}/")
     return Grammar({"REGEX": term}, [Rule("start", ("REGEX",))], "start", (), description=pattern)
+
+
+def from_gbnf(text: str, root: str = "root") -> Grammar:
+    """Read a grammar in GBNF, llama.cpp's grammar format, from the rule ``root``.
+
+    llama.cpp's syntax (``::=`` rules, literals, ``[...]`` classes, ``.``, groups, ``*``
+    ``+`` ``?`` ``{m,n}``, comments, special tokens ``<[id]>`` / ``<text>``) with its
+    meaning: a context-free grammar over characters, no lexer. The grammar keeps exactly
+    that language; runs of it that are regular become single terminals only where that
+    changes nothing (see :mod:`corral.grammar.gbnf.build`). Left recursion is accepted.
+    Stricter than llama.cpp: a rule defined twice, a reversed range and a repetition
+    count above 10,000 are errors; the token negation ``!<...>`` is refused.
+
+    Raises:
+        GrammarError: syntax errors, undefined rules, no rule ``root``: with line, column
+            and a caret.
+        UnsupportedFeatureError: ``!<...>``.
+        EmptyLanguageError: the grammar derives no string.
+        TypeError: ``text`` is not a ``str``.
+    """
+    from .gbnf import from_gbnf as build
+
+    with refusing_raw_errors("the GBNF grammar"):
+        return build(text, root)
 
 
 def from_json_schema(schema: Any, **options: Any) -> Grammar:
@@ -298,6 +326,15 @@ def _read_regex(spec: Any, options: Mapping[str, Any]) -> Source:
     return Source("regex", ("regex", spec, str(flags)), lambda: from_regex(spec, flags))
 
 
+def _read_gbnf(spec: Any, options: Mapping[str, Any]) -> Source:
+    if not isinstance(spec, str):
+        raise ArgumentTypeError(f"GBNF text must be str, not {type(spec).__name__}")
+    root = options.get("start", "root")
+    if not isinstance(root, str):
+        raise ArgumentTypeError(f"start must be a rule name (str), not {type(root).__name__}")
+    return Source("gbnf", ("gbnf", spec, root), lambda: from_gbnf(spec, root))
+
+
 def _is_structural_tag(spec: Any) -> bool:
     from .structural.read import is_structural_tag
 
@@ -352,6 +389,7 @@ FRONT_ENDS: tuple[FrontEnd, ...] = (
         frozenset({"start", "source", "entities"}),
     ),
     FrontEnd("regex", None, _read_regex, options=frozenset({"flags"})),
+    FrontEnd("gbnf", None, _read_gbnf, options=frozenset({"start"})),
 )
 """Every front end, in the order :func:`guess` tries them."""
 
@@ -361,13 +399,18 @@ _BY_NAME = {f.name: f for f in FRONT_ENDS}
 def source(front_end: str, spec: Any, **options: Any) -> Source:
     """Read ``spec`` with the front end named ``front_end`` (no guessing).
 
-    ``options`` are the front end's own: ``start`` for ``"lark"``, ``flags`` for
-    ``"regex"``, the JSON Schema options for ``"json-schema"``, none for ``"grammar"``.
+    ``options`` are the front end's own: ``start`` for ``"lark"`` and ``"gbnf"``,
+    ``flags`` for ``"regex"``, the JSON Schema options for ``"json-schema"``, none for
+    ``"grammar"``.
 
     Raises:
         ValueError: no front end has that name.
         TypeError: a spec of the wrong type, or options the front end does not take.
     """
+    return _named(front_end, spec, options)
+
+
+def _named(front_end: str, spec: Any, options: Mapping[str, Any]) -> Source:
     front = _BY_NAME.get(front_end)
     if front is None:
         raise InvalidArgumentError(f"unknown front end {front_end!r}; known: {sorted(_BY_NAME)}")
@@ -378,6 +421,37 @@ def source(front_end: str, spec: Any, **options: Any) -> Source:
             + (f" (it takes {sorted(front.options)})" if front.options else "")
         )
     return front.read(spec, options)
+
+
+def read(
+    spec: Any,
+    *,
+    format: str | None = None,
+    start: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    source: str | Sequence[str] | None = None,
+    entities: Mapping[str, Any] | None = None,
+) -> Source:
+    """Read ``spec`` with the front end ``format`` names, or the one :func:`guess` picks
+    when ``format`` is ``None``. ``start``: the start rule (``None``: the front end's
+    default, ``start`` for Lark text and ``root`` for GBNF).
+
+    Raises:
+        ValueError: no front end is named ``format``.
+        TypeError: a spec of the wrong type, or options the front end does not take.
+    """
+    if format is None:
+        return guess(
+            spec, start=start or "start", options=options, source=source, entities=entities
+        )
+    opts = dict(options or {})
+    if start is not None:
+        opts["start"] = start
+    if source is not None:
+        opts["source"] = source
+    if entities is not None:
+        opts["entities"] = entities
+    return _named(format, spec, opts)
 
 
 def guess(

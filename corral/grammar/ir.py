@@ -164,6 +164,14 @@ class Grammar:
         return from_lark(text, start, import_paths=import_paths, strict_lexemes=strict_lexemes)
 
     @classmethod
+    def from_gbnf(cls, text: str, root: str = "root") -> Grammar:
+        """Read a grammar in GBNF, llama.cpp's grammar format: see
+        :func:`corral.grammar.frontends.from_gbnf`."""
+        from .frontends import from_gbnf
+
+        return from_gbnf(text, root)
+
+    @classmethod
     def from_regex(cls, pattern: str, flags: int = 0) -> Grammar:
         """A grammar whose language is ``{s : re.fullmatch(pattern, s, flags)}``: see
         :func:`corral.grammar.frontends.from_regex`."""
