@@ -333,6 +333,35 @@ def test_exclude_token_and_budgets_are_refused_not_dropped() -> None:
     assert e.value.location.pointer == "/content/max_chars"
 
 
+def test_any_order_is_exact_for_json_and_refused_for_qwen_xml() -> None:
+    """XGrammar's ``any_order``: properties in any order, each at most once and the
+    required ones present (XGrammar leaves those two unchecked)."""
+    from support.tokenizers import load_vocab
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "null"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    spec = st.Tag("<j>", st.JSONSchema(schema, any_order=True), "</j>")
+    c = corral.compile(spec, load_vocab("gpt2"))
+
+    def accepts(text: str) -> bool:
+        m = c.matcher()
+        return m.consume_bytes(text.encode()) and m.is_accepting()
+
+    for ok in ['{"b":"x","a":1}', '{"c":null,"a":1,"b":"y"}', '{"a":1,"b":"x"}']:
+        assert accepts(f"<j>{ok}</j>"), ok
+    for bad in ['{"b":"x"}', '{"a":1,"b":"x","a":2}', '{"b":"x","a":1,"d":0}']:
+        assert not accepts(f"<j>{bad}</j>"), bad
+    with pytest.raises(corral.UnsupportedFeatureError) as e:
+        from_structural_tag(
+            st.Tag("<j>", st.JSONSchema(schema, style="qwen_xml", any_order=True), "</j>")
+        )
+    assert e.value.location.pointer == "/content/any_order"
+
+
 def test_python_api_reads_naturally() -> None:
     spec = "Answer: " + st.Tag("<a>", st.Regex("[0-9]+"), "</a>") + (st.Const("!") | "?")
     assert isinstance(spec, st.Sequence) and len(spec.elements) == 3

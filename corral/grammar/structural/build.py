@@ -527,11 +527,11 @@ class _Builder:
         from .. import frontends
 
         if isinstance(node, n.JSONSchema):
-            if node.any_order:
+            if node.any_order and node.style == "qwen_xml":
                 raise UnsupportedFeatureError(
                     "any_order",
                     location=Location(pointer=f"{ptr}/any_order"),
-                    detail="corral keeps an object's properties in the schema's order",
+                    detail="Qwen XML parameters keep the schema's order",
                 )
             key: tuple[Any, ...] = ("json", repr(node.to_json()))
             inner = f"{ptr}/json_schema"
@@ -549,7 +549,10 @@ class _Builder:
 
                     g = qwen_xml_grammar(node.schema_json(), self.json_options)
                 else:
-                    g = frontends.from_json_schema(node.schema_json(), **self.json_options)
+                    opts = dict(self.json_options)
+                    if node.any_order:  # exact: each property at most once, required present
+                        opts["property_order"] = "any"
+                    g = frontends.from_json_schema(node.schema_json(), **opts)
             elif isinstance(node, n.Lark):
                 g = frontends.from_lark(node.grammar, node.start)
             else:

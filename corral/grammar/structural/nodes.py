@@ -187,8 +187,10 @@ class JSONSchema(Format):
     ``<parameter=NAME>VALUE</parameter>`` each (whitespace may come before each
     ``<parameter=``), a string value raw up to the first ``</parameter>`` and any other
     value as JSON (see ``xml_params.py``). Objects keep the schema's property order
-    (XGrammar's ``any_order`` is read and refused when true: corral enforces
-    ``required`` and no repeated keys).
+    unless ``any_order`` (XGrammar's field): then properties come in any order, each at
+    most once and the required ones present (the JSON Schema option
+    ``property_order="any"``, exact for objects of up to ``any_order_max_properties``
+    named properties, larger ones keeping schema order); refused with ``qwen_xml``.
     """
 
     TYPE: ClassVar[str] = "json_schema"
