@@ -257,6 +257,7 @@ def test_guess_and_source() -> None:
         "lark",
         "regex",
         "gbnf",
+        "ebnf",
     ]
     assert frontends.guess('root ::= "a"').front_end == "lark"  # GBNF only by name
     assert frontends.read('root ::= "a"', format="gbnf").key == ("gbnf", 'root ::= "a"', "root")

@@ -279,8 +279,8 @@ def test_format_names_the_front_end(vocab: corral.Vocabulary) -> None:
     assert accepts(corral.compile(text, vocab, format="gbnf", start="top"), "xx")
     with pytest.raises(GrammarError):
         corral.compile(text, vocab)  # read as Lark
-    with pytest.raises(ValueError, match="unknown front end 'ebnf'"):
-        corral.compile(text, vocab, format="ebnf")
+    with pytest.raises(ValueError, match="unknown front end 'bnf'"):
+        corral.compile(text, vocab, format="bnf")
     with pytest.raises(TypeError, match="do not apply to regex"):
         corral.compile("a+", vocab, format="regex", start="x")
     assert accepts(corral.compile("a+", vocab, format="regex"), "aaa")

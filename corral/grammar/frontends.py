@@ -10,7 +10,8 @@ One table, :data:`FRONT_ENDS`, lists them in the order :func:`guess` tries them:
 * ``regex``: a Python ``re`` pattern matched in full, with ``flags``; never guessed (text
   is read as Lark text), only asked for by name;
 * ``gbnf``: llama.cpp's GBNF text, from its ``root`` rule (or ``start``); never guessed,
-  only asked for by name (``format="gbnf"``).
+  only asked for by name (``format="gbnf"``);
+* ``ebnf``: XGrammar's EBNF (its dialect of GBNF), likewise (``format="ebnf"``).
 
 A front end turns a spec into a :class:`Source`: the *key* that identifies the grammar
 the spec denotes (equal keys always build equal grammars, so a compiler builds each once)
@@ -35,6 +36,7 @@ __all__ = [
     "FRONT_ENDS",
     "FrontEnd",
     "Source",
+    "from_ebnf",
     "from_gbnf",
     "from_json_schema",
     "from_lark",
@@ -162,6 +164,26 @@ def from_gbnf(text: str, root: str = "root") -> Grammar:
     from .gbnf import from_gbnf as build
 
     with refusing_raw_errors("the GBNF grammar"):
+        return build(text, root)
+
+
+def from_ebnf(text: str, root: str = "root") -> Grammar:
+    """Read a grammar in XGrammar's EBNF (``xgrammar.Grammar.from_ebnf``), from the rule
+    ``root``: GBNF's syntax and meaning (see :func:`from_gbnf`), except that newlines never
+    end a rule (a rule starts at a name followed by ``::=``), names may hold ``_`` and
+    ``.``, character classes may escape regex punctuation, and ``Regex("...")`` is an
+    ECMA-262 pattern matched in full.
+
+    Raises:
+        GrammarError: as :func:`from_gbnf`.
+        UnsupportedFeatureError: lookahead assertions ``(= ...)`` (which restrict what may
+            follow a rule) and XGrammar's ``TagDispatch``, ``Token``, ``ExcludeToken``,
+            ``TokenTagDispatch`` (write those as structural tags).
+        EmptyLanguageError: the grammar derives no string.
+    """
+    from .gbnf import from_ebnf as build
+
+    with refusing_raw_errors("the EBNF grammar"):
         return build(text, root)
 
 
@@ -326,13 +348,18 @@ def _read_regex(spec: Any, options: Mapping[str, Any]) -> Source:
     return Source("regex", ("regex", spec, str(flags)), lambda: from_regex(spec, flags))
 
 
-def _read_gbnf(spec: Any, options: Mapping[str, Any]) -> Source:
-    if not isinstance(spec, str):
-        raise ArgumentTypeError(f"GBNF text must be str, not {type(spec).__name__}")
-    root = options.get("start", "root")
-    if not isinstance(root, str):
-        raise ArgumentTypeError(f"start must be a rule name (str), not {type(root).__name__}")
-    return Source("gbnf", ("gbnf", spec, root), lambda: from_gbnf(spec, root))
+def _rules_reader(name: str, build: Callable[[str, str], Grammar]) -> Callable[..., Source]:
+    """The reader of a format of ``::=`` rules started from ``root`` (GBNF, EBNF)."""
+
+    def read(spec: Any, options: Mapping[str, Any]) -> Source:
+        if not isinstance(spec, str):
+            raise ArgumentTypeError(f"{name.upper()} text must be str, not {type(spec).__name__}")
+        root = options.get("start", "root")
+        if not isinstance(root, str):
+            raise ArgumentTypeError(f"start must be a rule name (str), not {type(root).__name__}")
+        return Source(name, (name, spec, root), lambda: build(spec, root))
+
+    return read
 
 
 def _is_structural_tag(spec: Any) -> bool:
@@ -389,7 +416,8 @@ FRONT_ENDS: tuple[FrontEnd, ...] = (
         frozenset({"start", "source", "entities"}),
     ),
     FrontEnd("regex", None, _read_regex, options=frozenset({"flags"})),
-    FrontEnd("gbnf", None, _read_gbnf, options=frozenset({"start"})),
+    FrontEnd("gbnf", None, _rules_reader("gbnf", from_gbnf), options=frozenset({"start"})),
+    FrontEnd("ebnf", None, _rules_reader("ebnf", from_ebnf), options=frozenset({"start"})),
 )
 """Every front end, in the order :func:`guess` tries them."""
 

@@ -172,6 +172,14 @@ class Grammar:
         return from_gbnf(text, root)
 
     @classmethod
+    def from_ebnf(cls, text: str, root: str = "root") -> Grammar:
+        """Read a grammar in XGrammar's EBNF: see
+        :func:`corral.grammar.frontends.from_ebnf`."""
+        from .frontends import from_ebnf
+
+        return from_ebnf(text, root)
+
+    @classmethod
     def from_regex(cls, pattern: str, flags: int = 0) -> Grammar:
         """A grammar whose language is ``{s : re.fullmatch(pattern, s, flags)}``: see
         :func:`corral.grammar.frontends.from_regex`."""

@@ -26,4 +26,17 @@ def from_gbnf(text: str, root: str = "root") -> Grammar:
     return build_grammar(parse_gbnf(text), root)
 
 
-__all__ = ["from_gbnf"]
+def from_ebnf(text: str, root: str = "root") -> Grammar:
+    """The grammar of XGrammar's EBNF ``text`` (``xgrammar.Grammar.from_ebnf``'s dialect
+    of GBNF: see :func:`corral.grammar.gbnf.syntax.parse_gbnf`) from the rule ``root``.
+
+    Raises: as :func:`from_gbnf`; ``UnsupportedFeatureError`` also for lookahead
+    assertions ``(= ...)`` and XGrammar's token macros.
+    """
+    from .build import build_grammar
+    from .syntax import parse_gbnf
+
+    return build_grammar(parse_gbnf(text, "ebnf"), root)
+
+
+__all__ = ["from_ebnf", "from_gbnf"]

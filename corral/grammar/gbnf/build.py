@@ -39,7 +39,19 @@ from ..regex import ast, literal_dfa
 from ..regex.charset import CharSet
 from ..regex.dfa import ByteDFA, difference, nfa_to_byte_dfa
 from ..regex.nfa import build_nfa
-from .syntax import Choice, GbnfGrammar, Literal, Node, Ref, Rep, Seq, Special, line_col
+from .syntax import (
+    Choice,
+    GbnfGrammar,
+    Literal,
+    Node,
+    Ref,
+    RegexItem,
+    Rep,
+    Seq,
+    Special,
+    line_col,
+    syntax_error,
+)
 
 LEXEME_MAX_STATES = 4096
 """The most states a run's automaton may have to become one terminal; larger runs stay
@@ -100,8 +112,8 @@ class _Analysis:
         regular (no recursion through them)."""
         if isinstance(node, Ref):
             return self.regular_r[node.name]
-        if isinstance(node, Special):
-            return False
+        if isinstance(node, (Special, RegexItem)):
+            return False  # a Regex(...) is a terminal of its own (its anchors are its own)
         if isinstance(node, (Seq, Choice)):
             return all(self.regular(x) for x in node.items)
         if isinstance(node, Rep):
@@ -120,6 +132,9 @@ def _first_null(
         return b, False
     if isinstance(node, Special):
         return _NO_BYTES, False
+    if isinstance(node, RegexItem):
+        d = node_dfa(node, "")
+        return (d.row(0) >= 0 if d.n_states else _NO_BYTES), d.accepts_empty()
     if isinstance(node, Ref):
         return first_r[node.name], null_r[node.name]
     if isinstance(node, Seq):
@@ -173,6 +188,9 @@ def analyse(g: GbnfGrammar) -> _Analysis:
     """Check every reference, then compute the first bytes, nullability, FOLLOW sets and
     regularity of every rule (fixpoints)."""
     rules = g.rules
+    for r in rules.values():
+        for item in _regex_items(r.body):
+            node_dfa(item, g.text)
     refs: dict[str, list[Ref]] = {}
     for r in rules.values():
         refs[r.name] = list(_refs(r.body))
@@ -235,6 +253,40 @@ def _regular_rules(refs: dict[str, list[Ref]], g: GbnfGrammar) -> dict[str, bool
     return out
 
 
+_REGEX_DFAS: dict[str, ByteDFA] = {}
+
+
+def node_dfa(node: RegexItem, text: str) -> ByteDFA:
+    """The automaton of a ``Regex("...")`` (ECMA-262, matched in full); ``text`` is the
+    grammar's, for the position of an error (empty once the pattern was read)."""
+    have = _REGEX_DFAS.get(node.pattern)
+    if have is None:
+        from ..json_schema.ecma import parse_ecma_regex
+
+        where = f"Regex({node.pattern!r})"
+        try:
+            have = nfa_to_byte_dfa(
+                build_nfa(parse_ecma_regex(node.pattern, where=where)), where=where
+            )
+        except GrammarError as e:
+            if not text:
+                raise
+            raise syntax_error(text, e.message, node.pos) from None
+        if len(_REGEX_DFAS) < 1024:
+            _REGEX_DFAS[node.pattern] = have
+    return have
+
+
+def _regex_items(node: Node) -> list[RegexItem]:
+    if isinstance(node, RegexItem):
+        return [node]
+    if isinstance(node, (Seq, Choice)):
+        return [r for x in node.items for r in _regex_items(x)]
+    if isinstance(node, Rep):
+        return _regex_items(node.item)
+    return []
+
+
 def _has_special(node: Node) -> bool:
     if isinstance(node, Special):
         return True
@@ -278,6 +330,8 @@ def render(node: Node) -> str:
         return node.name
     if isinstance(node, Special):
         return node.text
+    if isinstance(node, RegexItem):
+        return f"Regex({node.pattern!r})"
     if isinstance(node, Seq):
         return "(" + " ".join(render(x) for x in node.items) + ")" if node.items else '""'
     if isinstance(node, Choice):
@@ -377,6 +431,9 @@ class _Builder:
             return syms
         if isinstance(node, Special):
             return [self.terminal(node.text, literal_dfa(node.text), special=node.text)]
+        if isinstance(node, RegexItem):
+            syms = self.lexeme(node, follow)
+            return self.dfa_rules(node) if syms is None else syms
         if isinstance(node, Ref):
             return [self.ref(node.name)]
         if isinstance(node, Seq):
@@ -420,7 +477,7 @@ class _Builder:
         nullable, ``[]`` when it matches only the empty string; ``None`` otherwise."""
         if isinstance(node, Literal):
             return [self.terminal(render(node), literal_dfa(node.text), literal=node.text)]
-        if self.positions(node) > LEXEME_MAX_POSITIONS:
+        if not isinstance(node, RegexItem) and self.positions(node) > LEXEME_MAX_POSITIONS:
             return None
         name = render(node) if isinstance(node, ast.Chars) else f"/{render(node)}/"
         have = self.terminals.get(name)
@@ -430,11 +487,14 @@ class _Builder:
             nullable = self.a.nullable(node)
         else:
             try:
-                full = nfa_to_byte_dfa(
-                    build_nfa(self.to_regex(node)),
-                    where=f"GBNF {name}",
-                    max_states=LEXEME_MAX_STATES,
-                )
+                if isinstance(node, RegexItem):
+                    full = node_dfa(node, "")
+                else:
+                    full = nfa_to_byte_dfa(
+                        build_nfa(self.to_regex(node)),
+                        where=f"GBNF {name}",
+                        max_states=LEXEME_MAX_STATES,
+                    )
             except CompileBudgetError:
                 return None
             nullable = full.accepts_empty()
@@ -453,6 +513,28 @@ class _Builder:
             opt = self._optional[t] = f"{t}?"
             self.rules += [Rule(opt, ()), Rule(opt, (t,))]
         return [opt]
+
+    def dfa_rules(self, node: RegexItem) -> list[str]:
+        """A ``Regex(...)`` whose lexemes would not be exact as one terminal, as rules
+        over single bytes: a nonterminal a state of its automaton, ``S -> b S'`` for each
+        transition (bytes with the same target are one terminal) and ``S -> ε`` where it
+        accepts."""
+        dfa = node_dfa(node, "")
+        base = f"/{render(node)}/"
+        names = [f"{base}@{q}" for q in range(dfa.n_states)]
+        trans = dfa.trans
+        for q in range(dfa.n_states):
+            targets = trans[q]
+            for t in np.unique(targets[targets >= 0]).tolist():
+                byte_set = targets == t
+                tb = np.full((2, 256), -1, np.int32)
+                tb[0, byte_set] = 1
+                label = "".join(f"{b:02x}" for b in np.flatnonzero(byte_set).tolist())
+                term = self.terminal(f"<bytes {label}>", ByteDFA(tb, np.array([False, True])))
+                self.rules.append(Rule(names[q], (term, names[t])))
+            if dfa.accept[q]:
+                self.rules.append(Rule(names[q], ()))
+        return [names[0]] if dfa.n_states else [self.terminal(base, dfa)]
 
     def positions(self, node: Node) -> int:
         """The characters of ``node`` (regular) with its repetitions and rules expanded:

@@ -59,6 +59,14 @@ class Special:
 
 
 @dataclass(frozen=True)
+class RegexItem:
+    """XGrammar's ``Regex("...")``: an ECMA-262 pattern the element matches in full."""
+
+    pattern: str
+    pos: int = field(compare=False)
+
+
+@dataclass(frozen=True)
 class Seq:
     """The items one after another (``Seq(())``: the empty string)."""
 
@@ -81,7 +89,7 @@ class Rep:
     max: int | None
 
 
-Node = ast.Chars | Seq | Choice | Rep | Ref | Literal | Special
+Node = ast.Chars | Seq | Choice | Rep | Ref | Literal | Special | RegexItem
 EMPTY = Seq(())
 
 
@@ -138,16 +146,24 @@ _SIMPLE_ESCAPES = {
     "-": "-",
 }
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+# XGrammar's EBNF: names may also hold `_` and `.` (not first a digit); strings may escape
+# `'`; classes may escape regex punctuation
+_EBNF_WORD = _WORD | frozenset("_.")
+_EBNF_STRING_ESCAPES = _SIMPLE_ESCAPES | {"'": "'"}
+_EBNF_CLASS_ESCAPES = _SIMPLE_ESCAPES | {c: c for c in "^$.*+?(){}|/'"}
+_XGRAMMAR_MACROS = ("TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch")
 _ANY = ast.Chars(CharSet([(0, MAX_CODE_POINT)]))
 
 
 class _Reader:
     """A recursive-descent reader over ``text`` (positions are offsets into it)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, dialect: str = "gbnf") -> None:
         self.text = text
         self.pos = 0
         self.rules: dict[str, RuleDef] = {}
+        self.ebnf = dialect == "ebnf"
+        self.word = _EBNF_WORD if self.ebnf else _WORD
 
     # -- lexical ------------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> GrammarError:
@@ -171,11 +187,20 @@ class _Reader:
 
     def name(self) -> str:
         start = self.pos
-        while self.peek() and self.peek() in _WORD:
+        while self.peek() and self.peek() in self.word:
             self.pos += 1
-        if self.pos == start:
-            raise self.error("expecting a rule name")
+        if self.pos == start or (self.ebnf and self.text[start].isdigit()):
+            raise self.error("expecting a rule name", start)
         return self.text[start : self.pos]
+
+    def at_rule_start(self) -> bool:
+        """(EBNF, where newlines do not end rules) whether a name and ``::=`` come next."""
+        i, t = self.pos, self.text
+        while i < len(t) and t[i] in self.word:
+            i += 1
+        while i < len(t) and t[i] in " \t":
+            i += 1
+        return i > self.pos and t.startswith("::=", i)
 
     def integer(self) -> int:
         start = self.pos
@@ -185,8 +210,11 @@ class _Reader:
             raise self.error("expecting an integer")
         return int(self.text[start : self.pos])
 
-    def char(self) -> int:
+    def char(self, in_class: bool = False) -> int:
         """One character of a literal or class (an escape or a plain character)."""
+        escapes = _SIMPLE_ESCAPES
+        if self.ebnf:
+            escapes = _EBNF_CLASS_ESCAPES if in_class else _EBNF_STRING_ESCAPES
         c = self.peek()
         if not c:
             raise self.error("unexpected end of input")
@@ -195,9 +223,9 @@ class _Reader:
             return ord(c)
         start = self.pos
         e = self.peek(1)
-        if e in _SIMPLE_ESCAPES:
+        if e in escapes:
             self.pos += 2
-            return ord(_SIMPLE_ESCAPES[e])
+            return ord(escapes[e])
         if e in _HEX_ESCAPES:
             size = _HEX_ESCAPES[e]
             digits = self.text[self.pos + 2 : self.pos + 2 + size]
@@ -225,8 +253,19 @@ class _Reader:
             raise self.error("expecting ::=")
         self.pos += 3
         self.space(True)
-        body = self.alternatives(nested=False)
-        if self.peek() == "\r":
+        body = self.alternatives(nested=self.ebnf)  # in EBNF, newlines never end a rule
+        if self.ebnf:
+            if self.text.startswith("(=", self.pos):
+                raise unsupported(
+                    self.text,
+                    "lookahead assertion (= ...)",
+                    self.pos,
+                    "it restricts what may follow the rule; corral would have to enforce it "
+                    "and does not yet",
+                )
+            if self.peek() and not self.at_rule_start():
+                raise self.error("expecting a rule (name ::= ...) or the end of the text")
+        elif self.peek() == "\r":
             self.pos += 2 if self.peek(1) == "\n" else 1
         elif self.peek() == "\n":
             self.pos += 1
@@ -254,14 +293,8 @@ class _Reader:
             c = self.peek()
             at = self.pos
             if c == '"':
-                self.pos += 1
-                chars: list[str] = []
-                while self.peek() != '"':
-                    if not self.peek():
-                        raise self.error("unexpected end of input in a string", at)
-                    chars.append(chr(self.char()))
-                self.pos += 1
-                items.append(Literal("".join(chars)) if chars else EMPTY)
+                text = self.string()
+                items.append(Literal(text) if text else EMPTY)
             elif c == "[":
                 items.append(self.char_class())
             elif c == "<":
@@ -274,8 +307,14 @@ class _Reader:
                     "a grammar constrains text and names special tokens; it cannot allow "
                     "every token but one",
                 )
-            elif c and c in _WORD:
+            elif self.ebnf and c and c in self.word and self.at_rule_start():
+                break  # the next rule
+            elif self.ebnf and c and c in self.word and self.macro() is not None:
+                items.append(self.macro_item())
+            elif c and c in self.word:
                 items.append(Ref(self.name(), at))
+            elif c == "(" and self.ebnf and self.text.startswith("(=", self.pos):
+                break  # a lookahead assertion ends the rule
             elif c == "(":
                 self.pos += 1
                 self.space(True)
@@ -296,6 +335,51 @@ class _Reader:
             self.space(nested)
         return items[0] if len(items) == 1 else Seq(tuple(items))
 
+    def macro(self) -> str | None:
+        """(EBNF) the name of XGrammar's macro called here (``Regex(``...), if any."""
+        i, t = self.pos, self.text
+        while i < len(t) and t[i] in self.word:
+            i += 1
+        name = t[self.pos : i]
+        if name in (*_XGRAMMAR_MACROS, "Regex") and t.startswith("(", i):
+            return name
+        return None
+
+    def macro_item(self) -> Node:
+        at = self.pos
+        name = self.name()
+        if name != "Regex":
+            raise unsupported(
+                self.text,
+                f"XGrammar's {name}(...)",
+                at,
+                "token sets and tag dispatch are XGrammar's own; corral writes them as "
+                "structural tags",
+            )
+        self.pos += 1  # (
+        self.space(True)
+        if self.peek() != '"':
+            raise self.error('expecting a string: Regex("...")')
+        str_at = self.pos
+        pattern = self.string()
+        self.space(True)
+        if self.peek() != ")":
+            raise self.error("expecting ')'")
+        self.pos += 1
+        return RegexItem(pattern, str_at)
+
+    def string(self) -> str:
+        """A quoted string, from its opening quote (at the reader's position)."""
+        at = self.pos
+        self.pos += 1
+        chars: list[str] = []
+        while self.peek() != '"':
+            if not self.peek():
+                raise self.error("unexpected end of input in a string", at)
+            chars.append(chr(self.char()))
+        self.pos += 1
+        return "".join(chars)
+
     def char_class(self) -> ast.Chars:
         at = self.pos
         self.pos += 1
@@ -307,11 +391,11 @@ class _Reader:
             if not self.peek():
                 raise self.error("unexpected end of input in a character class", at)
             lo_at = self.pos
-            lo = self.char()
+            lo = self.char(in_class=True)
             hi = lo
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
                 self.pos += 1
-                hi = self.char()
+                hi = self.char(in_class=True)
                 if hi < lo:
                     raise self.error(
                         f"range {self.text[lo_at : self.pos]} has its ends reversed", lo_at
@@ -357,6 +441,8 @@ class _Reader:
                 self.pos += 1
                 self.space(nested)
                 hi = self.integer() if self.peek().isascii() and self.peek().isdigit() else None
+                if hi is None and self.ebnf and self.text.startswith("-1", self.pos):
+                    self.pos += 2  # XGrammar writes {m, -1} for no bound
                 self.space(nested)
                 if self.peek() != "}":
                     raise self.error("expecting '}'")
@@ -371,8 +457,13 @@ class _Reader:
         return Rep(item, lo, hi)
 
 
-def parse_gbnf(text: str) -> GbnfGrammar:
-    """Read GBNF ``text`` (see the module docs).
+def parse_gbnf(text: str, dialect: str = "gbnf") -> GbnfGrammar:
+    """Read GBNF ``text`` (see the module docs); ``dialect="ebnf"``: XGrammar's EBNF
+    (``Grammar.from_ebnf``), the same syntax but that newlines never end a rule (a rule
+    starts at a name followed by ``::=``), names may hold ``_`` and ``.``, classes may
+    escape regex punctuation, and ``Regex("...")`` is an ECMA-262 pattern; its lookahead
+    assertions ``(= ...)`` and token macros (``TagDispatch``, ``Token``,
+    ``ExcludeToken``, ``TokenTagDispatch``) are refused.
 
     Raises:
         GrammarError: a syntax error or a rule defined twice, with line, column and a caret.
@@ -380,4 +471,4 @@ def parse_gbnf(text: str) -> GbnfGrammar:
     """
     if not isinstance(text, str):
         raise TypeError(f"GBNF text must be str, not {type(text).__name__}")
-    return GbnfGrammar(text, _Reader(text).grammar())
+    return GbnfGrammar(text, _Reader(text, dialect).grammar())
