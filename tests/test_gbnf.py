@@ -154,12 +154,14 @@ def test_corpus_walks_never_dead_end(name: str, vocab: corral.Vocabulary) -> Non
 def test_lexemes_where_exact() -> None:
     """``json.gbnf``'s strings and numbers (with their trailing ``ws``) are single
     terminals. In ``arithmetic.gbnf``, ``ws ::= [ \\t\\n]*`` after a number may end before
-    the newline that ends a line, so there it stays character by character; after ``"="``
-    a term follows, which never starts with a space, so ``"=" ws`` is one terminal."""
+    the newline that ends a line, so there it is split at newlines: runs of spaces and
+    tabs, and a newline with the spaces after it, are terminals; after ``"="`` a term
+    follows, which never starts with a space, so ``"=" ws`` is one terminal."""
     j = Grammar.from_gbnf((DATA / "json.gbnf").read_text())
     assert {"/string/", "/number/"} <= set(j.terminals)
     a = Grammar.from_gbnf((DATA / "arithmetic.gbnf").read_text())
-    assert {"[\\t-\\n ]", '/("=" ws)/'} <= set(a.terminals)
+    assert {"/[\\t ]*/", "/([\\n] [\\t ]*)/", '/("=" ws)/'} <= set(a.terminals)
+    assert not any(t.startswith("[") and "\\n" in t for t in a.terminals)  # no lone newline
 
 
 # -- random grammars against the reference -----------------------------------------------

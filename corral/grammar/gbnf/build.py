@@ -18,10 +18,12 @@ the next byte; see :mod:`corral.grammar.ir`). Both are reconciled exactly:
   follows it (its FOLLOW set, in first bytes, computed on the GBNF rules). Then a lexeme
   of the run that stops before such a byte could not have been followed anyway, and the
   language is unchanged. ``json.gbnf``'s ``string`` and ``number`` (with their trailing
-  ``ws``) become single terminals this way; ``arithmetic.gbnf``'s ``ws ::= [ \\t\\n]*``
-  cannot (a newline may follow it, and ends a line of the root rule), so there it stays
-  character by character, and exact. A run that is not exact as a whole is tried item by
-  item. A nullable run becomes ``N ::= ε | T`` with ``T`` its non-empty lexemes.
+  ``ws``) become single terminals this way. A run that is not exact as a whole is cut
+  into its longest exact pieces (:meth:`_Builder.pieces`), and a repeated class at the
+  characters that may begin what follows (:meth:`_Builder.split_star`):
+  ``arithmetic.gbnf``'s ``ws ::= [ \\t\\n]*`` may end before the newline that ends a
+  line, so it becomes ``[ \\t]* ("\\n" [ \\t]*)*``, whose runs are terminals. A
+  nullable run becomes ``N ::= ε | T`` with ``T`` its non-empty lexemes.
 
 Special tokens (``<think>``, ``<[128009]>``) are terminals matched by their token only, as
 in the Lark front end. Left recursion, which llama.cpp refuses, is accepted.
@@ -56,6 +58,9 @@ from .syntax import (
 LEXEME_MAX_STATES = 4096
 """The most states a run's automaton may have to become one terminal; larger runs stay
 rules (the language is the same, the walk slower)."""
+SPLIT_MAX_ITEMS = 8
+"""A run of at most this many items that is not exact as one terminal is split into its
+longest exact pieces; a longer one item by item."""
 LEXEME_MAX_POSITIONS = 4096
 """The most character positions a run may have, its repetitions and rules expanded, to
 be tried as one terminal (its automaton is not built beyond: ``("," item){9,99}`` with
@@ -80,6 +85,21 @@ def lead_bytes(cs: CharSet) -> np.ndarray:
             if lo2 <= hi2:
                 out[mark | (lo2 >> shift) : (mark | (hi2 >> shift)) + 1] = True
     return out
+
+
+def chars_led_by(lead: np.ndarray) -> CharSet:
+    """The characters whose UTF-8 encoding begins with a byte where ``lead`` (``bool
+    [256]``) is set (the inverse of :func:`lead_bytes`)."""
+    ranges: list[tuple[int, int]] = []
+    for b in np.flatnonzero(lead).tolist():
+        for lo, hi, shift, mark in _UTF8_BLOCKS:
+            width = 0x80 if mark == 0 else 0x20 if mark == 0xC0 else 0x10 if mark == 0xE0 else 8
+            if mark <= b < mark + width:
+                first = (b - mark) << shift
+                last = ((b - mark + 1) << shift) - 1
+                if max(first, lo) <= min(last, hi):
+                    ranges.append((max(first, lo), min(last, hi)))
+    return CharSet(ranges)
 
 
 @dataclass
@@ -407,11 +427,8 @@ class _Builder:
                 run = items[j:i]
                 whole = run[0] if len(run) == 1 else Seq(tuple(run))
                 syms = self.lexeme(whole, f)
-                if syms is None:  # not exact as a whole: item by item
-                    for x in reversed(run):
-                        part = self.lexeme(x, f) if len(run) > 1 else None
-                        out.append(self.item(x, f, hint) if part is None else part)
-                        f = self.a.first(x) | f if self.a.nullable(x) else self.a.first(x)
+                if syms is None:  # not exact as a whole: the longest exact pieces
+                    f = self.pieces(run, f, hint, out)
                 else:
                     out.append(syms)
                     f = self.a.first(whole) | f if self.a.nullable(whole) else self.a.first(whole)
@@ -422,6 +439,34 @@ class _Builder:
                 f = self.a.first(x) | f if self.a.nullable(x) else self.a.first(x)
                 i -= 1
         return [s for part in reversed(out) for s in part]
+
+    def pieces(
+        self, run: tuple[Node, ...], follow: np.ndarray, hint: str, out: list[list[str]]
+    ) -> np.ndarray:
+        """A regular run that is not exact as one terminal, from its end: at each step the
+        longest exact piece ending there (up to :data:`SPLIT_MAX_ITEMS` items; ``[a-z]
+        [a-z0-9_]*`` of ``[a-z] [a-z0-9_]* ws``), else its last item by its structure.
+        Appends each piece's symbols to ``out`` (last piece first); returns what may follow
+        the run's start."""
+        f = follow
+        k = len(run)
+        while k > 0:
+            start, syms = k - 1, None
+            piece: Node = run[k - 1]
+            if len(run) <= SPLIT_MAX_ITEMS:
+                for s0 in range(0 if k < len(run) else 1, k - 1):  # longest first
+                    syms = self.lexeme(Seq(run[s0:k]), f)
+                    if syms is not None:
+                        start, piece = s0, Seq(run[s0:k])
+                        break
+            if syms is None:
+                syms = self.lexeme(piece, f) if len(run) > 1 else None
+                if syms is None:
+                    syms = self.item(piece, f, hint)
+            out.append(syms)
+            f = self.a.first(piece) | f if self.a.nullable(piece) else self.a.first(piece)
+            k = start
+        return f
 
     def item(self, node: Node, follow: np.ndarray, hint: str) -> list[str]:
         """``node``'s symbols by its structure (its parts may still become lexemes)."""
@@ -446,6 +491,10 @@ class _Builder:
         assert isinstance(node, Rep)
         if node.max == 0:
             return []
+        if isinstance(node.item, ast.Chars) and node.max is None:
+            split = self.split_star(node.item.chars, node.min, follow)
+            if split is not None:
+                return self.seq(split, follow, hint)
         again = node.max is None or node.max > 1
         inner = self.seq(node.item, follow | self.a.first(node.item) if again else follow, hint)
         if not inner:
@@ -513,6 +562,22 @@ class _Builder:
             opt = self._optional[t] = f"{t}?"
             self.rules += [Rule(opt, ()), Rule(opt, (t,))]
         return [opt]
+
+    @staticmethod
+    def split_star(chars: CharSet, least: int, follow: np.ndarray) -> Node | None:
+        """``[S]{least,}`` whose lexemes are not exact before ``follow``, written so that
+        most of it still is: with ``C`` the characters of ``S`` that may begin what
+        follows and ``K`` the others, ``[S]*`` is ``[K]* (C [K]*)*``, where the runs of
+        ``K`` can be single terminals (``ws ::= [ \t\n]*`` before a newline becomes
+        runs of spaces and tabs between newlines, not one lexeme a character). ``None``
+        when no character or every character conflicts."""
+        conflict = chars.intersection(chars_led_by(follow))
+        keep = chars.difference(conflict)
+        if not conflict or not keep:
+            return None
+        runs = Rep(ast.Chars(keep), 0, None)
+        tail = Rep(Seq((ast.Chars(conflict), runs)), 0, None)
+        return Seq((*([ast.Chars(chars)] * least), runs, tail))
 
     def dfa_rules(self, node: RegexItem) -> list[str]:
         """A ``Regex(...)`` whose lexemes would not be exact as one terminal, as rules
