@@ -179,9 +179,11 @@ def _step_sparse(state: State) -> None:
 
 def _step_regex(state: State) -> None:
     from .automata.completion import MASK, MASK_OPT, completion_checker
+    from .grammar.regex.dfa import warm_kernels
 
     compiled = state["compiler"].regex(r"[0-9]{1,4}(\.[0-9]+)?")
     _drive(compiled, b"12.5")
+    warm_kernels()  # large patterns' determinisation kernels (small ones take Python's)
     completion_checker(compiled).check([ord("1"), MASK, MASK_OPT])  # the token-level DFA
 
 

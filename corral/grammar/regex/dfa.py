@@ -169,6 +169,20 @@ ones by the kernels (``subset.py``, ``utf8_dfa.py``), which give the same automa
 it the Python constructions take under a millisecond, about what preparing the kernels'
 arrays costs, while loading the kernels costs a process 20-50 ms once (JSON's string
 character, built in every process, has 62 states)."""
+
+
+def warm_kernels() -> None:
+    """Run the determinisation kernels (``subset.py``, ``utf8_dfa.py``) once, on a pattern
+    small enough to take the Python constructions in real use, so that ``corral warmup``
+    (and the prebuilt kernels built with it) holds them whichever patterns it meets."""
+    from .nfa import build_nfa
+    from .python_syntax import parse_python_regex
+
+    nfa = build_nfa(parse_python_regex(r"[a-z\u00e9]+(\.[0-9]+)?", 0, where="warm-up"))
+    ca = _determinise(nfa, _Alphabet(nfa), "warm-up", DEFAULT_MAX_DFA_STATES)
+    _encode(ca, [cs.ranges for cs in ca.blocks], 4 * DEFAULT_MAX_DFA_STATES, "warm-up")
+
+
 SMALL_CHAR_STATES = 16
 SMALL_CHAR_RANGES = 32
 """Character automata of at most so many states and code point ranges are encoded as
