@@ -286,6 +286,10 @@ def test_format_names_the_front_end(vocab: corral.Vocabulary) -> None:
     with pytest.raises(TypeError, match="do not apply to regex"):
         corral.compile("a+", vocab, format="regex", start="x")
     assert accepts(corral.compile("a+", vocab, format="regex"), "aaa")
+    compiler = corral.Compiler(vocab)  # one method per front end, one compile per text
+    assert compiler.gbnf(text) is compiler.compile(text, format="gbnf")
+    assert accepts(compiler.gbnf(text, root="top"), "xx")
+    assert accepts(compiler.ebnf('root ::= "a"\n  "b"'), "ab")
 
 
 def test_special_tokens() -> None:

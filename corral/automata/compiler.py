@@ -223,6 +223,16 @@ class Compiler:
         :func:`corral.grammar.frontends.from_regex`)."""
         return self._compile(frontends.source("regex", pattern, flags=flags))
 
+    def gbnf(self, text: str, root: str = "root") -> CompiledGrammar:
+        """Compile llama.cpp's GBNF text from rule ``root`` (see
+        :func:`corral.grammar.frontends.from_gbnf`)."""
+        return self._compile(frontends.source("gbnf", text, start=root))
+
+    def ebnf(self, text: str, root: str = "root") -> CompiledGrammar:
+        """Compile XGrammar's EBNF text from rule ``root`` (see
+        :func:`corral.grammar.frontends.from_ebnf`)."""
+        return self._compile(frontends.source("ebnf", text, start=root))
+
     def grammar(self, grammar: Grammar) -> CompiledGrammar:
         """Compile a :class:`Grammar` built beforehand."""
         return self._compile(frontends.source("grammar", grammar))
