@@ -25,13 +25,10 @@ sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(BENCH_DIR.parent / "tests"))
 
 from run import environment, resolve_tokenizer  # noqa: E402
+from support.schema_runner import serialise  # noqa: E402
 from workloads import DEFAULT_MASKBENCH_DIR, maskbench_file_order  # noqa: E402
 
 MODES = ("schema", "any")
-
-
-def serialise(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def accepts(compiled: Any, ids: list[int]) -> bool:

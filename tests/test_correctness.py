@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import grammar_text
 from support.tokenizers import ALL, load_tokenizer, load_vocab
-from support.words import WordGenerator, guided_walk, lark_accepts, mask_of
+from support.words import WordGenerator, guided_walk, lark_accepts, mask_of, random_cut
 
 import corral
 from corral import Grammar
@@ -39,30 +39,6 @@ def accept_tokens(c: corral.CompiledGrammar, ids: list[int], *, check_masks: boo
     eos = c.vocab.eos_token_ids
     if eos and check_masks:
         assert mask_of(m)[eos[0]]
-
-
-def random_cut(vocab: corral.Vocabulary, data: bytes, rng: random.Random) -> list[int] | None:
-    """Cut ``data`` into vocabulary tokens at random (any token that is a prefix)."""
-    trie = vocab.trie
-    out: list[int] = []
-    i = 0
-    while i < len(data):
-        node, cands = 0, []
-        for k in range(i, len(data)):
-            kids = trie.children[trie.child_start[node] : trie.child_start[node + 1]]
-            nb = trie.node_byte[kids]
-            j = int(np.searchsorted(nb, data[k]))
-            if j >= len(kids) or nb[j] != data[k]:
-                break
-            node = int(kids[j])
-            if trie.tok_count[node]:
-                cands.append((int(trie.token_ids[trie.tok_start[node]]), k - i + 1))
-        if not cands:
-            return None
-        tok, ln = rng.choice(cands)
-        out.append(tok)
-        i += ln
-    return out
 
 
 def encode(tok, vocab: corral.Vocabulary, text: str) -> list[int] | None:  # type: ignore[no-untyped-def]

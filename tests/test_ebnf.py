@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
-from support.gbnf_reference import recognizes, sentence, to_bnf
+from support.gbnf_reference import edits, recognizes, sentence, to_bnf
 from support.tokenizers import load_vocab
 
 import corral
@@ -37,15 +37,6 @@ def accepts(c: corral.CompiledGrammar, text: str) -> bool:
     return m.consume_bytes(text.encode()) and m.is_accepting()
 
 
-def _edits(s: str, rng: random.Random) -> list[str]:
-    out = []
-    for _ in range(5):
-        i = rng.randrange(len(s) + 1)
-        c = rng.choice(" a1,.\n'*(x")
-        out += [s[:i] + c + s[i:], s[:i] + s[i + 1 :]]
-    return out
-
-
 def test_the_dialect() -> None:
     """Rules over several lines, names with ``.`` and ``_``, escaped regex punctuation in
     classes, ``{1, -1}`` for no bound, ``( )`` for nothing, ``\\'`` in strings."""
@@ -68,6 +59,9 @@ def test_regex_macro() -> None:
         assert accepts(c, s), s
     for s in ["x", "ab", "<1>", "<1234>", "AB x"]:
         assert not accepts(c, s), s
+    # a Regex(...) in a rule another rule uses: that rule is not a regular run
+    c = corral.compile('root ::= x "a"\nx ::= Regex("[a-z]+")', v, format="ebnf")
+    assert accepts(c, "bca") and accepts(c, "aa") and not accepts(c, "a")
     with pytest.raises(GrammarError, match="line 1, column 16"):
         Grammar.from_ebnf('root ::= Regex("[a-")')
 
@@ -100,5 +94,5 @@ def test_the_language_is_xgrammars(name: str) -> None:
         s = sentence(ref, rng, max_depth=8)
         assert recognizes(ref, s) and _is_grammar_accept_string(xg, s), s
         assert accepts(c, s), s
-        for e in _edits(s, rng):
+        for e in edits(s, rng, " a1,.\n'*(x", 10):
             assert accepts(c, e) == _is_grammar_accept_string(xg, e), (s, e)

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.gbnf_reference import recognizes, sentence, to_bnf
+from support.gbnf_reference import Bnf, edits, recognizes, sentence, to_bnf
 from support.tokenizers import load_vocab
-from support.words import guided_walk, mask_of
+from support.words import guided_walk, mask_of, random_cut
 
 import corral
 from corral import Grammar
@@ -63,84 +63,47 @@ def test_llama_cpp_cases(case: dict, vocab: corral.Vocabulary) -> None:
         assert not accepts(c, s), s
 
 
-def _edits(s: str, rng: random.Random) -> list[str]:
-    chars = " ab0\n{}\"',.-+=()[]*x\t9é"
-    out = []
-    for _ in range(6):
-        i = rng.randrange(len(s) + 1)
-        kind = rng.randrange(3)
-        if kind == 0 and i < len(s):
-            out.append(s[:i] + s[i + 1 :])
-        elif kind == 1:
-            out.append(s[:i] + rng.choice(chars) + s[i:])
-        elif i < len(s):
-            out.append(s[:i] + rng.choice(chars) + s[i + 1 :])
-    return out
+EDIT_CHARS = " ab0\n{}\"',.-+=()[]*x\t9é"
+
+
+def _corpus(name: str, vocab: corral.Vocabulary) -> tuple[corral.CompiledGrammar, Bnf]:
+    """A grammar of llama.cpp's corpus, compiled, and its character-level reading."""
+    text = (DATA / f"{name}.gbnf").read_text()
+    return corral.compile(text, vocab, format="gbnf"), to_bnf(parse_gbnf(text))
 
 
 @pytest.mark.parametrize("name", CORPUS)
 def test_corpus_sentences(name: str, vocab: corral.Vocabulary) -> None:
-    text = (DATA / f"{name}.gbnf").read_text()
-    c = corral.compile(text, vocab, format="gbnf")
-    ref = to_bnf(parse_gbnf(text))
+    c, ref = _corpus(name, vocab)
     rng = random.Random(name)
-    tok_rng = np.random.default_rng(0)
+    tok_rng = random.Random(0)
     for i in range(25):
         s = sentence(ref, rng, max_depth=10)
         assert recognizes(ref, s), s
         assert accepts(c, s), s
         if i < 5:  # token by token, each token in the mask, cut at random
             m = c.matcher()
-            for t in cut(vocab, s.encode(), tok_rng):
+            ids = random_cut(vocab, s.encode(), tok_rng)
+            assert ids is not None  # the vocabulary has every byte
+            for t in ids:
                 assert mask_of(m)[t], s
                 m.consume(t)
             assert m.is_accepting()
-        for e in _edits(s, rng):
+        for e in edits(s, rng, EDIT_CHARS):
             assert accepts(c, e) == recognizes(ref, e), (s, e)
-
-
-def cut(vocab: corral.Vocabulary, data: bytes, rng: np.random.Generator) -> list[int]:
-    """``data`` as tokens of 1 to 5 bytes, lengths drawn at random (bytes where no token
-    of the drawn length spells the piece)."""
-    table = _lookup(vocab)
-    out, pos = [], 0
-    while pos < len(data):
-        n = int(rng.integers(1, 6))
-        t = table.get(data[pos : pos + n])
-        if t is None:
-            n, t = 1, table[data[pos : pos + 1]]
-        out.append(t)
-        pos += n
-    return out
-
-
-_TABLES: dict[int, dict[bytes, int]] = {}
-
-
-def _lookup(vocab: corral.Vocabulary) -> dict[bytes, int]:
-    table = _TABLES.get(id(vocab))
-    if table is None:
-        table = _TABLES[id(vocab)] = {}
-        for i in range(vocab.size):
-            b = vocab.token_bytes(i)
-            if b and b not in table:
-                table[b] = i
-    return table
 
 
 @pytest.mark.parametrize("name", CORPUS)
 def test_corpus_walks_never_dead_end(name: str, vocab: corral.Vocabulary) -> None:
-    text = (DATA / f"{name}.gbnf").read_text()
-    c = corral.compile(text, vocab, format="gbnf")
-    ref = to_bnf(parse_gbnf(text))
+    c, ref = _corpus(name, vocab)
     rng = np.random.default_rng(3)
     prng = random.Random(3)
     eos = vocab.eos_token_ids[0]
     lengths = np.array([max(1, len(vocab.token_bytes(i))) for i in range(vocab.size)], float)
     finished = 0
-    for _ in range(8):
+    for _ in range(24):  # as many walks as tests/test_correctness.py's
         m = c.matcher()
-        target = cut(vocab, sentence(ref, prng, max_depth=8).encode(), rng)
+        target = random_cut(vocab, sentence(ref, prng, max_depth=8).encode(), prng) or []
         consumed, _left = guided_walk(
             m, target, rng, lengths, eos, follow=0.9, extra_steps=30, stop_from=len(target) + 1
         )

@@ -316,12 +316,19 @@ def _read_grammar(spec: Any, options: Mapping[str, Any]) -> Source:
     return Source("grammar", None, lambda: spec)
 
 
-def _read_lark(spec: Any, options: Mapping[str, Any]) -> Source:
+def _text_and_start(what: str, spec: Any, options: Mapping[str, Any], default: str) -> str:
+    """Check that a grammar ``spec`` is text, and return its start rule (the option
+    ``start``, else ``default``)."""
     if not isinstance(spec, str):
-        raise ArgumentTypeError(f"grammar text must be str, not {type(spec).__name__}")
-    start = options.get("start", "start")
+        raise ArgumentTypeError(f"{what} must be str, not {type(spec).__name__}")
+    start = options.get("start", default)
     if not isinstance(start, str):
         raise ArgumentTypeError(f"start must be a rule name (str), not {type(start).__name__}")
+    return start
+
+
+def _read_lark(spec: Any, options: Mapping[str, Any]) -> Source:
+    start = _text_and_start("grammar text", spec, options, "start")
     texts = options.get("source")
     sets = options.get("entities")
     if texts is None and sets is None:
@@ -352,11 +359,7 @@ def _rules_reader(name: str, build: Callable[[str, str], Grammar]) -> Callable[.
     """The reader of a format of ``::=`` rules started from ``root`` (GBNF, EBNF)."""
 
     def read(spec: Any, options: Mapping[str, Any]) -> Source:
-        if not isinstance(spec, str):
-            raise ArgumentTypeError(f"{name.upper()} text must be str, not {type(spec).__name__}")
-        root = options.get("start", "root")
-        if not isinstance(root, str):
-            raise ArgumentTypeError(f"start must be a rule name (str), not {type(root).__name__}")
+        root = _text_and_start(f"{name.upper()} text", spec, options, "root")
         return Source(name, (name, spec, root), lambda: build(spec, root))
 
     return read

@@ -166,3 +166,19 @@ def _min_lengths(b: Bnf) -> dict[str, float]:
                 cost[n] = best
                 changed = True
     return cost
+
+
+def edits(s: str, rng: random.Random, chars: str, n: int = 6) -> list[str]:
+    """``n`` single edits of ``s`` at random places: a character deleted, or one of
+    ``chars`` inserted or put in place of one."""
+    out = []
+    for _ in range(n):
+        i = rng.randrange(len(s) + 1)
+        kind = rng.randrange(3)
+        if kind == 0 and i < len(s):
+            out.append(s[:i] + s[i + 1 :])
+        elif kind == 1:
+            out.append(s[:i] + rng.choice(chars) + s[i:])
+        elif i < len(s):
+            out.append(s[:i] + rng.choice(chars) + s[i + 1 :])
+    return out

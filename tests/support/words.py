@@ -178,6 +178,30 @@ def accepts(compiled: Any, tok: Any, text: str) -> bool:
     return all(m.try_consume(t) for t in ids) and m.is_accepting()
 
 
+def random_cut(vocab: Any, data: bytes, rng: random.Random) -> list[int] | None:
+    """Cut ``data`` into vocabulary tokens at random (any token that is a prefix)."""
+    trie = vocab.trie
+    out: list[int] = []
+    i = 0
+    while i < len(data):
+        node, cands = 0, []
+        for k in range(i, len(data)):
+            kids = trie.children[trie.child_start[node] : trie.child_start[node + 1]]
+            nb = trie.node_byte[kids]
+            j = int(np.searchsorted(nb, data[k]))
+            if j >= len(kids) or nb[j] != data[k]:
+                break
+            node = int(kids[j])
+            if trie.tok_count[node]:
+                cands.append((int(trie.token_ids[trie.tok_start[node]]), k - i + 1))
+        if not cands:
+            return None
+        tok, ln = rng.choice(cands)
+        out.append(tok)
+        i += ln
+    return out
+
+
 def mask_of(m: Any) -> np.ndarray:
     """The allowed next tokens of matcher ``m``: ``bool [V]``."""
     import corral

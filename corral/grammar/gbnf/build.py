@@ -31,6 +31,7 @@ in the Lark front end. Left recursion, which llama.cpp refuses, is accepted.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,11 +68,13 @@ be tried as one terminal (its automaton is not built beyond: ``("," item){9,99}`
 a 100-character ``item`` stays a rule)."""
 
 _NO_BYTES = np.zeros(256, bool)
+# UTF-8 by length: (first code point, last code point, shift of the lead byte's bits,
+# first lead byte, number of lead bytes)
 _UTF8_BLOCKS = (
-    (0, 0x7F, 0, 0),
-    (0x80, 0x7FF, 6, 0xC0),
-    (0x800, 0xFFFF, 12, 0xE0),
-    (0x10000, 0x10FFFF, 18, 0xF0),
+    (0, 0x7F, 0, 0, 0x80),
+    (0x80, 0x7FF, 6, 0xC0, 0x20),
+    (0x800, 0xFFFF, 12, 0xE0, 0x10),
+    (0x10000, 0x10FFFF, 18, 0xF0, 0x08),
 )
 
 
@@ -80,7 +83,7 @@ def lead_bytes(cs: CharSet) -> np.ndarray:
     superset where a lead byte's block is only partly in ``cs``)."""
     out = np.zeros(256, bool)
     for lo, hi in cs.ranges:
-        for a, b, shift, mark in _UTF8_BLOCKS:
+        for a, b, shift, mark, _ in _UTF8_BLOCKS:
             lo2, hi2 = max(lo, a), min(hi, b)
             if lo2 <= hi2:
                 out[mark | (lo2 >> shift) : (mark | (hi2 >> shift)) + 1] = True
@@ -92,9 +95,8 @@ def chars_led_by(lead: np.ndarray) -> CharSet:
     [256]``) is set (the inverse of :func:`lead_bytes`)."""
     ranges: list[tuple[int, int]] = []
     for b in np.flatnonzero(lead).tolist():
-        for lo, hi, shift, mark in _UTF8_BLOCKS:
-            width = 0x80 if mark == 0 else 0x20 if mark == 0xC0 else 0x10 if mark == 0xE0 else 8
-            if mark <= b < mark + width:
+        for lo, hi, shift, mark, leads in _UTF8_BLOCKS:
+            if mark <= b < mark + leads:
                 first = (b - mark) << shift
                 last = ((b - mark + 1) << shift) - 1
                 if max(first, lo) <= min(last, hi):
@@ -127,18 +129,17 @@ class _Analysis:
     def nullable(self, node: Node) -> bool:
         return self._get(node)[1]
 
+    def before(self, node: Node, follow: np.ndarray) -> np.ndarray:
+        """What may follow the position before ``node``, when ``follow`` may follow it."""
+        return self.first(node) | follow if self.nullable(node) else self.first(node)
+
     def regular(self, node: Node) -> bool:
-        """Whether ``node`` is a regular expression: no special token, and its rules are
-        regular (no recursion through them)."""
-        if isinstance(node, Ref):
-            return self.regular_r[node.name]
-        if isinstance(node, (Special, RegexItem)):
-            return False  # a Regex(...) is a terminal of its own (its anchors are its own)
-        if isinstance(node, (Seq, Choice)):
-            return all(self.regular(x) for x in node.items)
-        if isinstance(node, Rep):
-            return self.regular(node.item)
-        return True
+        """Whether ``node`` is a regular expression: characters and literals only, and
+        rules that are regular (no recursion through them). A special token, and a
+        ``Regex(...)`` (a terminal of its own: its anchors are its own), are not."""
+        return all(
+            self.regular_r[x.name] if isinstance(x, Ref) else _plain(x) for x in _leaves(node)
+        )
 
 
 def _first_null(
@@ -194,7 +195,7 @@ def _propagate(node: Node, follow: np.ndarray, a: _Analysis) -> bool:
         f = follow
         for x in reversed(node.items):
             changed |= _propagate(x, f, a)
-            f = a.first(x) | f if a.nullable(x) else a.first(x)
+            f = a.before(x, f)
     elif isinstance(node, Choice):
         for x in node.items:
             changed |= _propagate(x, follow, a)
@@ -208,12 +209,13 @@ def analyse(g: GbnfGrammar) -> _Analysis:
     """Check every reference, then compute the first bytes, nullability, FOLLOW sets and
     regularity of every rule (fixpoints)."""
     rules = g.rules
-    for r in rules.values():
-        for item in _regex_items(r.body):
-            node_dfa(item, g.text)
     refs: dict[str, list[Ref]] = {}
     for r in rules.values():
-        refs[r.name] = list(_refs(r.body))
+        leaves = list(_leaves(r.body))
+        for x in leaves:
+            if isinstance(x, RegexItem):
+                node_dfa(x, g.text)  # a malformed pattern is reported at its position
+        refs[r.name] = [x for x in leaves if isinstance(x, Ref)]
         for ref in refs[r.name]:
             if ref.name not in rules:
                 raise g.error(f"undefined rule {ref.name!r}", ref.pos)
@@ -238,19 +240,25 @@ def analyse(g: GbnfGrammar) -> _Analysis:
     return a
 
 
-def _refs(node: Node) -> list[Ref]:
-    if isinstance(node, Ref):
-        return [node]
+def _leaves(node: Node) -> Iterator[Node]:
+    """The leaves of ``node`` (every node but sequences, choices and repetitions)."""
     if isinstance(node, (Seq, Choice)):
-        return [r for x in node.items for r in _refs(x)]
-    if isinstance(node, Rep):
-        return _refs(node.item)
-    return []
+        for x in node.items:
+            yield from _leaves(x)
+    elif isinstance(node, Rep):
+        yield from _leaves(node.item)
+    else:
+        yield node
+
+
+def _plain(leaf: Node) -> bool:
+    """Whether ``leaf`` is characters or a literal (the leaves a run's regex is made of)."""
+    return isinstance(leaf, (ast.Chars, Literal))
 
 
 def _regular_rules(refs: dict[str, list[Ref]], g: GbnfGrammar) -> dict[str, bool]:
-    """A rule is regular when no special token is in it and every rule it uses is
-    regular and none leads back to it."""
+    """A rule is regular when its leaves are characters, literals and rules that are
+    regular, none of which leads back to it."""
     state: dict[str, int] = {}  # 1: being visited, 2: done
     out: dict[str, bool] = {}
 
@@ -260,7 +268,7 @@ def _regular_rules(refs: dict[str, list[Ref]], g: GbnfGrammar) -> dict[str, bool
         if state.get(n) == 1:
             return False  # recursion
         state[n] = 1
-        ok = not _has_special(g.rules[n].body)
+        ok = all(isinstance(x, Ref) or _plain(x) for x in _leaves(g.rules[n].body))
         for ref in refs[n]:
             ok = visit(ref.name) and ok
         state[n] = 2
@@ -295,26 +303,6 @@ def node_dfa(node: RegexItem, text: str) -> ByteDFA:
         if len(_REGEX_DFAS) < 1024:
             _REGEX_DFAS[node.pattern] = have
     return have
-
-
-def _regex_items(node: Node) -> list[RegexItem]:
-    if isinstance(node, RegexItem):
-        return [node]
-    if isinstance(node, (Seq, Choice)):
-        return [r for x in node.items for r in _regex_items(x)]
-    if isinstance(node, Rep):
-        return _regex_items(node.item)
-    return []
-
-
-def _has_special(node: Node) -> bool:
-    if isinstance(node, Special):
-        return True
-    if isinstance(node, (Seq, Choice)):
-        return any(_has_special(x) for x in node.items)
-    if isinstance(node, Rep):
-        return _has_special(node.item)
-    return False
 
 
 # -- rendering (terminal names and messages) ---------------------------------------------
@@ -431,12 +419,12 @@ class _Builder:
                     f = self.pieces(run, f, hint, out)
                 else:
                     out.append(syms)
-                    f = self.a.first(whole) | f if self.a.nullable(whole) else self.a.first(whole)
+                    f = self.a.before(whole, f)
                 i = j
             else:
                 x = items[i - 1]
                 out.append(self.item(x, f, hint))
-                f = self.a.first(x) | f if self.a.nullable(x) else self.a.first(x)
+                f = self.a.before(x, f)
                 i -= 1
         return [s for part in reversed(out) for s in part]
 
@@ -464,7 +452,7 @@ class _Builder:
                 if syms is None:
                     syms = self.item(piece, f, hint)
             out.append(syms)
-            f = self.a.first(piece) | f if self.a.nullable(piece) else self.a.first(piece)
+            f = self.a.before(piece, f)
             k = start
         return f
 
@@ -550,8 +538,8 @@ class _Builder:
             dfa = difference(full, literal_dfa("")) if nullable else full
             if dfa.is_empty():
                 return [] if nullable else [self.terminal(name, dfa)]
-        trans = dfa.trans
-        cont = (trans[dfa.accept] >= 0).any(axis=0)
+        table, classes = dfa.columns()
+        cont = (table[dfa.accept] >= 0).any(axis=0)[classes]  # bytes read after a match
         if (cont & follow).any():
             return None
         t = self.terminal(name, dfa)

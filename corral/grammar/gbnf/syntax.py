@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...errors import GrammarError, UnsupportedFeatureError, caret_snippet
+from ...errors import GrammarError, InvalidArgumentError, UnsupportedFeatureError, caret_snippet
 from ..regex import ast
 from ..regex.charset import MAX_CODE_POINT, CharSet
 
@@ -185,22 +185,28 @@ class _Reader:
             else:
                 break
 
-    def name(self) -> str:
-        start = self.pos
-        while self.peek() and self.peek() in self.word:
-            self.pos += 1
-        if self.pos == start or (self.ebnf and self.text[start].isdigit()):
-            raise self.error("expecting a rule name", start)
-        return self.text[start : self.pos]
-
-    def at_rule_start(self) -> bool:
-        """(EBNF, where newlines do not end rules) whether a name and ``::=`` come next."""
+    def word_end(self) -> int:
+        """Where the word (name characters) at the reader's position ends."""
         i, t = self.pos, self.text
         while i < len(t) and t[i] in self.word:
             i += 1
+        return i
+
+    def name(self) -> str:
+        start, end = self.pos, self.word_end()
+        if end == start or (self.ebnf and self.text[start].isdigit()):
+            raise self.error("expecting a rule name", start)
+        self.pos = end
+        return self.text[start:end]
+
+    def at_rule_start(self) -> bool:
+        """(EBNF, where newlines do not end rules) whether a name and ``::=`` come next."""
+        i, t = self.word_end(), self.text
+        if i == self.pos:
+            return False
         while i < len(t) and t[i] in " \t":
             i += 1
-        return i > self.pos and t.startswith("::=", i)
+        return t.startswith("::=", i)
 
     def integer(self) -> int:
         start = self.pos
@@ -337,9 +343,7 @@ class _Reader:
 
     def macro(self) -> str | None:
         """(EBNF) the name of XGrammar's macro called here (``Regex(``...), if any."""
-        i, t = self.pos, self.text
-        while i < len(t) and t[i] in self.word:
-            i += 1
+        i, t = self.word_end(), self.text
         name = t[self.pos : i]
         if name in (*_XGRAMMAR_MACROS, "Regex") and t.startswith("(", i):
             return name
@@ -471,4 +475,6 @@ def parse_gbnf(text: str, dialect: str = "gbnf") -> GbnfGrammar:
     """
     if not isinstance(text, str):
         raise TypeError(f"GBNF text must be str, not {type(text).__name__}")
+    if dialect not in ("gbnf", "ebnf"):
+        raise InvalidArgumentError(f"dialect must be 'gbnf' or 'ebnf', not {dialect!r}")
     return GbnfGrammar(text, _Reader(text, dialect).grammar())

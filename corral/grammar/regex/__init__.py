@@ -68,7 +68,8 @@ def _literal_dfa(text: str) -> ByteDFA:
     accept = np.zeros(n, bool)
     accept[-1] = True
     if used and used[0] == 0:  # byte 0 has a live column: not the canonical order
-        table, classes = column_classes(table[:, classes])
+        table, col_class = column_classes(table[:, classes])
+        classes = col_class.astype(np.uint8)
     for a in (table, classes, accept):
         a.flags.writeable = False
     return ByteDFA.from_columns(table, classes, accept)
