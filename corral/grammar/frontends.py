@@ -57,6 +57,8 @@ def from_lark(
     strict_lexemes: bool = False,
     source: str | Sequence[str] | None = None,
     entities: Mapping[str, Any] | None = None,
+    postlex: Any = None,
+    max_indent_width: int | None = None,
 ) -> Grammar:
     """Read a grammar in Lark's grammar language.
 
@@ -70,6 +72,14 @@ def from_lark(
     and for terminals ``entities`` names: these match exactly the names of that
     :class:`~corral.grammar.entities.EntitySet` (``entities={"CITY": cities}`` with
     ``%declare CITY``).
+
+    ``postlex``: an indentation post-lexer, as Lark's ``Indenter`` (e.g.
+    ``lark.indenter.PythonIndenter()`` with Lark's ``python.lark``, whose
+    ``%declare _INDENT _DEDENT`` it defines) or a
+    :class:`~corral.grammar.indentation.Indentation`; corral compiles it into the rules
+    (:mod:`corral.grammar.indentation`): the language is the texts whose tokens, passed
+    through the post-lexer, the rules derive. Lines may be indented up to
+    ``max_indent_width`` columns (default 64; the grammar grows with its square).
 
     A terminal's lexemes are the matches Lark's lexer finds (Python's ``re.match``:
     alternatives in order, lazy quantifiers shortest first), except where Python's
@@ -93,7 +103,9 @@ def from_lark(
         TypeError: ``text`` is not a ``str``.
     """
     with refusing_raw_errors("the Lark grammar"):
-        return _from_lark(text, start, import_paths, strict_lexemes, source, entities)
+        return _from_lark(
+            text, start, import_paths, strict_lexemes, source, entities, postlex, max_indent_width
+        )
 
 
 def _from_lark(
@@ -103,6 +115,8 @@ def _from_lark(
     strict_lexemes: bool,
     source: str | Sequence[str] | None,
     entities: Mapping[str, Any] | None,
+    postlex: Any = None,
+    max_indent_width: int | None = None,
 ) -> Grammar:
     from .lark_frontend import grammar_from_lark
 
@@ -116,6 +130,13 @@ def _from_lark(
         from .entities import entity_sets
 
         sets = entity_sets(entities)
+    indentation = None
+    if postlex is not None:
+        from .indentation import Indentation
+
+        indentation = Indentation.of(postlex, max_indent_width)
+    elif max_indent_width is not None:
+        raise InvalidArgumentError("max_indent_width is given without a postlex")
     return grammar_from_lark(
         text,
         start,
@@ -123,6 +144,7 @@ def _from_lark(
         strict_lexemes=strict_lexemes,
         span_source=texts,
         entities=sets,
+        indentation=indentation,
     )
 
 

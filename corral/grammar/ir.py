@@ -155,13 +155,22 @@ class Grammar:
         *,
         import_paths: Sequence[str] = (),
         strict_lexemes: bool = False,
+        postlex: Any = None,
+        max_indent_width: int | None = None,
     ) -> Grammar:
         """Read a grammar in Lark's grammar language: see
         :func:`corral.grammar.frontends.from_lark` (what is accepted, lexeme semantics,
-        special tokens, errors)."""
+        special tokens, indentation post-lexers, errors)."""
         from .frontends import from_lark
 
-        return from_lark(text, start, import_paths=import_paths, strict_lexemes=strict_lexemes)
+        return from_lark(
+            text,
+            start,
+            import_paths=import_paths,
+            strict_lexemes=strict_lexemes,
+            postlex=postlex,
+            max_indent_width=max_indent_width,
+        )
 
     @classmethod
     def from_gbnf(cls, text: str, root: str = "root") -> Grammar:

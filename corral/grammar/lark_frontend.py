@@ -29,6 +29,7 @@ from .regex.leftmost import leftmost_first_dfa
 
 if TYPE_CHECKING:
     from .entities import EntitySet
+    from .indentation import Indentation
 
 _FLAG_LETTERS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
 
@@ -129,6 +130,7 @@ def grammar_from_lark(
     strict_lexemes: bool = False,
     span_source: Sequence[str] | None = None,
     entities: Mapping[str, EntitySet] | None = None,
+    indentation: Indentation | None = None,
 ) -> Grammar:
     """See :func:`corral.grammar.frontends.from_lark`."""
     import lark
@@ -193,6 +195,13 @@ def grammar_from_lark(
             elif sym.is_term and name not in defined and name in declared and _is_span(name):
                 if name not in terminals:
                     terminals[name] = _span_terminal(text, name, span_source)
+            elif (
+                indentation is not None
+                and sym.is_term
+                and name not in defined
+                and name in (indentation.indent, indentation.dedent)
+            ):
+                pass  # the post-lexer's tokens: compiled away below
             elif sym.is_term and name not in defined:
                 line, col = _locate_word(text, name)
                 if name in declared:
@@ -211,8 +220,13 @@ def grammar_from_lark(
                 )
             rhs.append(name)
         rules.append(Rule(r.origin.name, tuple(rhs)))
+    top = start
+    if indentation is not None:
+        from .indentation import indent_grammar
+
+        terminals, rules, top = indent_grammar(terminals, rules, start, indentation)
     try:
-        grammar = Grammar(terminals, rules, start, list(ignore), description=_first_line(source))
+        grammar = Grammar(terminals, rules, top, list(ignore), description=_first_line(source))
     except GrammarError as e:
         if e.line is None:
             name = _quoted_name(e.message)

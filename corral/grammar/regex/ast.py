@@ -59,12 +59,19 @@ NEEDS_NEXT = frozenset({AHEAD, BOUNDARY, TEXT_END, LINE_END})
 
 @dataclass(frozen=True)
 class Assert:
-    """A zero-width assertion on the neighbouring characters (width-1 lookaround, anchors)."""
+    """A zero-width assertion on the neighbouring characters (lookaround, anchors).
+
+    ``rest`` (``AHEAD`` only) makes it a lookahead of several characters: the next
+    character is in ``chars`` and the ones after it in ``rest[0]``, ``rest[1]``, ... (one
+    class each); ``negate`` then means that the whole sequence is not there. Only the
+    leftmost construction of Lark terminals (``leftmost.py``) accepts it.
+    """
 
     kind: str
     chars: CharSet | None = None
     negate: bool = False
     text: str = ""  # how the construct was written, for error messages
+    rest: tuple[CharSet, ...] = ()
 
 
 Node = Chars | Concat | Alt | Repeat | Assert

@@ -14,7 +14,12 @@ see :mod:`corral.grammar.lexeme_backtracking`).
 Assertions: a lookbehind at the start of a pattern would look at text before the lexeme and
 is refused; one-character lookahead at its end (``/[?](?![a-z])/``) is decided by the byte
 after the lexeme, and becomes the ``end_blocked`` rows of
-:class:`~corral.grammar.ir.Terminal`.
+:class:`~corral.grammar.ir.Terminal`. A lookahead of several characters (``"(?!"")`` in
+Lark's ``python.lark``: a string's opening quote not followed by two more) is exact: a thread
+that passes it carries an obligation on the characters to come, checked as they are read,
+and dies when it fails; where a thread matches while its obligation still looks one
+character past the lexeme, that character decides the end as for a one-character
+lookahead; two or more past it are refused.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from .dfa import (
 from .python_syntax import parse_python_regex
 
 __all__ = ["leftmost_first_dfa"]
+
+Obligations = tuple[tuple[bool, tuple[CharSet, ...]], ...]
 
 _MAX_NFA_STATES = 200_000
 
@@ -146,6 +153,7 @@ class _Blocks:
                 if g is not None:
                     if g.chars is not None:
                         sets.append(g.chars)
+                    sets += g.rest
                     if g.kind in (ast.LINE_START, ast.LINE_END):
                         sets.append(NEWLINE)
         sets = list(dict.fromkeys(sets))
@@ -214,11 +222,13 @@ def leftmost_first_dfa(
         CompileBudgetError: more than ``max_states`` states.
     """
     where = where or f"regex {pattern!r}"
-    nfa = _PriorityNFA(parse_python_regex(pattern, flags, where=where))
+    nfa = _PriorityNFA(parse_python_regex(pattern, flags, where=where, long_lookahead=True))
     blocks = _Blocks(nfa)
     guards = [g for edges in nfa.eps for _t, g in edges if g is not None]
     prev_sets = _guard_sets(guards, (ast.BEHIND, ast.BOUNDARY), ast.LINE_START)
     next_sets = _guard_sets(guards, (ast.AHEAD, ast.BOUNDARY), ast.LINE_END)
+    next_sets += [cs for g in guards for cs in g.rest if cs not in next_sets]
+    next_sets = list(dict.fromkeys(next_sets))
     next_dependent = any(g.kind in ast.NEEDS_NEXT for g in guards)
 
     # what the assertions can see of a neighbouring character: its membership in their sets
@@ -258,7 +268,41 @@ def leftmost_first_dfa(
             raise AssertionError(k)
         return r != g.negate
 
+    # A thread is an NFA state, and the lookaheads of several characters it has passed
+    # that still look at characters to come (obligations: (negate, classes), the first
+    # class for the next character). Threads without obligations are numbered as their
+    # state; the others from n_nfa on.
+    n_nfa = len(nfa.char)
+    thread_of: dict[tuple[int, Obligations], int] = {}
+    threads: list[tuple[int, Obligations]] = []
+
+    def thread(s: int, ob: Obligations) -> int:
+        if not ob:
+            return s
+        t = thread_of.get((s, ob))
+        if t is None:
+            t = thread_of[(s, ob)] = n_nfa + len(threads)
+            threads.append((s, ob))
+        return t
+
+    def advance(ob: Obligations, nk: tuple[bool, ...] | None) -> Obligations | None:
+        """The obligations once the next character (``nk``; ``None``: the text ends) is
+        seen: ``None`` when one fails, so the thread dies."""
+        out: list[tuple[bool, tuple[CharSet, ...]]] = []
+        for negate, classes in ob:
+            if nk is None or not nk[next_sets.index(classes[0])]:
+                if negate:
+                    continue  # the string is not there: the negative lookahead holds
+                return None
+            if len(classes) == 1:
+                if negate:
+                    return None  # the whole string is there
+                continue
+            out.append((negate, classes[1:]))
+        return tuple(sorted(set(out), key=repr))
+
     closures: dict[tuple[object, ...], tuple[int, ...]] = {}
+    pending_ends: set[tuple[object, ...]] = set()
 
     def closure(
         kernel: tuple[int, ...], pk: tuple[bool, ...] | None, nk: tuple[bool, ...] | None
@@ -271,22 +315,34 @@ def leftmost_first_dfa(
             return out
         res: list[int] = []
         listed: set[int] = set()
-        # depth-first, as Python searches; an item is a state and the repeats whose current
-        # iteration started at this position (a bit set): the search's future depends on both
+        # depth-first, as Python searches; an item is a thread and the repeats whose
+        # current iteration started at this position (a bit set): the search's future
+        # depends on both
         seen: set[tuple[int, int]] = set()
-        stack = [(s, 0) for s in reversed(kernel)]
+        stack: list[tuple[int, int]] = []
+        for tid in reversed(kernel):
+            if tid >= n_nfa:
+                s, ob = threads[tid - n_nfa]
+                now = advance(ob, nk)
+                if now is None:
+                    continue
+                tid = thread(s, now)
+            stack.append((tid, 0))
         while stack:
             item = stack.pop()
             if item in seen:
                 continue
             seen.add(item)
-            s, fresh = item
+            tid, fresh = item
+            s, ob = (tid, ()) if tid < n_nfa else threads[tid - n_nfa]
             if s == nfa.final:
+                if ob:  # ending here depends on characters after the next one
+                    pending_ends.add(key)
                 res.append(s)
                 break
-            if nfa.char[s] is not None and s not in listed:
-                listed.add(s)
-                res.append(s)
+            if nfa.char[s] is not None and tid not in listed:
+                listed.add(tid)
+                res.append(tid)
             rep = nfa.body_start.get(s)
             if rep is not None:
                 fresh |= 1 << rep
@@ -296,15 +352,31 @@ def leftmost_first_dfa(
             it = nfa.iteration_end.get(s)
             if it is not None and fresh >> it[0] & 1:
                 # the iteration ending here read nothing: Python leaves the repeat
-                stack.append((it[1], fresh))
+                stack.append((thread(it[1], ob), fresh))
                 continue
             for t, g in reversed(nfa.eps[s]):
-                if g is None or holds(g, pk, nk):
-                    stack.append((t, fresh))
+                if g is None:
+                    stack.append((thread(t, ob), fresh))
+                elif g.rest:
+                    now = advance(((g.negate, (g.chars, *g.rest)),), nk)  # type: ignore[arg-type]
+                    if now is not None:
+                        both = tuple(sorted(set(ob + now), key=repr))
+                        stack.append((thread(t, both), fresh))
+                elif holds(g, pk, nk):
+                    stack.append((thread(t, ob), fresh))
         out = closures[key] = tuple(res)
         return out
 
-    edge_blocks = [(blocks.members[e[0]], e[1]) if e is not None else (0, -1) for e in nfa.char]
+    char_edges = [(blocks.members[e[0]], e[1]) if e is not None else (0, -1) for e in nfa.char]
+
+    def edge_blocks_of(tid: int) -> tuple[int, int]:
+        """The blocks a thread reads and the thread it becomes."""
+        if tid < n_nfa:
+            return char_edges[tid]
+        s, ob = threads[tid - n_nfa]
+        m, t = char_edges[s]
+        return m, thread(t, ob)
+
     StateKey = tuple[tuple[int, ...], tuple[bool, ...] | None]
     reps: list[StateKey] = [((nfa.start,), None)]
     index: dict[StateKey, int] = {reps[0]: 0}
@@ -312,6 +384,7 @@ def leftmost_first_dfa(
     ends: list[int] = []  # per state: blocks before whose characters a lexeme may end
     end_eot: list[bool] = []
     groups: dict[tuple[bool, ...], int] = {}  # blocks the lookaheads cannot tell apart
+    pending_checks: list[tuple[int, int]] = []  # (state, blocks) where ending needs 2+ more
     for b in range(blocks.n):
         groups[next_key[b]] = groups.get(next_key[b], 0) | (1 << b)
     i = 0
@@ -327,7 +400,7 @@ def leftmost_first_dfa(
                 end_mask |= gmask
             targets: dict[int, list[int]] = {}
             for s in cl:
-                m, t = edge_blocks[s]
+                m, t = edge_blocks_of(s)
                 m &= gmask
                 while m:
                     low = m & -m
@@ -335,6 +408,8 @@ def leftmost_first_dfa(
                     if t not in lst:
                         lst.append(t)
                     m ^= low
+            if (kernel, pk, nk) in pending_ends:  # the lexeme must read on: checked below
+                pending_checks.append((i - 1, gmask))
             for b, lst in targets.items():
                 key: StateKey = (tuple(lst), prev_key(b))
                 j = index.get(key)
@@ -359,6 +434,13 @@ def leftmost_first_dfa(
                 "end of the text, cannot be enforced; use a negative lookahead (?!...)",
             )
     live = live_states(trans, end_eot)  # can still reach a match
+    for q, gmask in pending_checks:
+        if gmask & ~sum(1 << b for b, j in trans[q].items() if live[j]):
+            raise UnsupportedFeatureError(
+                "lookahead reaching more than one character past the end of a terminal",
+                location=where,
+                detail="the end of a lexeme is decided on the next byte only",
+            )
     if not live[0]:
         return ByteDFA.empty(), None
     byte_trans, accept, of_char = utf8_automaton(

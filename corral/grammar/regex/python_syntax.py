@@ -52,8 +52,16 @@ _CATEGORY = {
 _CATEGORY_ESCAPE = {"digit": "\\d", "space": "\\s", "word": "\\w"}
 
 
-def parse_python_regex(pattern: str, flags: int = 0, *, where: str = "") -> ast.Node:
+def parse_python_regex(
+    pattern: str, flags: int = 0, *, where: str = "", long_lookahead: bool = False
+) -> ast.Node:
     """Parse ``pattern`` (Python ``re`` syntax, with ``flags``) into a syntax tree.
+
+    ``long_lookahead``: accept lookaheads of several characters whose body is a finite
+    set of strings of character classes, at most :data:`MAX_LOOKAHEAD` characters long
+    (``(?!"")``, ``(?!\\${)``, ``(?=ab|c)``), as :class:`ast.Assert` nodes with ``rest``
+    (only the leftmost construction of Lark terminals enforces them); otherwise they
+    are refused.
 
     Raises:
         GrammarError: the pattern is not valid Python regex syntax (with its position).
@@ -71,13 +79,20 @@ def parse_python_regex(pattern: str, flags: int = 0, *, where: str = "") -> ast.
             location=Location(column=col, snippet=f"{pattern}\n{' ' * (col - 1)}^"),
         ) from None
     state_flags = parsed.state.flags
-    return _Translator(pattern, where).seq(parsed.data, state_flags)
+    return _Translator(pattern, where, long_lookahead).seq(parsed.data, state_flags)
+
+
+MAX_LOOKAHEAD = 8  # characters a lookahead may look at
+_MAX_LOOKAHEAD_WORDS = 64  # strings of classes one lookahead may stand for
+
+_Word = tuple[CharSet, ...]
 
 
 class _Translator:
-    def __init__(self, pattern: str, where: str) -> None:
+    def __init__(self, pattern: str, where: str, long_lookahead: bool = False) -> None:
         self.pattern = pattern
         self.where = where or f"regex {pattern!r}"
+        self.long_lookahead = long_lookahead
 
     def unsupported(self, feature: str, detail: str = "") -> UnsupportedFeatureError:
         return UnsupportedFeatureError(feature, location=self.where, detail=detail)
@@ -199,10 +214,66 @@ class _Translator:
         if len(body) == 1 and body[0][0] in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
             cs = self.char_class(body[0][0], body[0][1], flags)
             return ast.Assert(kind, cs, negate=negate, text=written)
-        raise self.unsupported(
-            f"{name} assertion {written}",
-            "only lookaround over a single character is supported",
-        )
+        words = self.class_words(body, flags) if self.long_lookahead else None
+        if kind == ast.BEHIND or words is None:
+            raise self.unsupported(
+                f"{name} assertion {written}",
+                "only lookaround over a single character is supported"
+                if kind == ast.BEHIND or not self.long_lookahead
+                else f"a lookahead must stand for a few strings of at most {MAX_LOOKAHEAD} "
+                "characters (no unbounded repeats)",
+            )
+        words = list(dict.fromkeys(words))
+        asserts: list[ast.Node] = []
+        for w in words:
+            if not w:  # the empty string is always there
+                return ast.Chars(EMPTY) if negate else ast.EMPTY_STRING
+            asserts.append(ast.Assert(kind, w[0], negate=negate, text=written, rest=w[1:]))
+        if len(asserts) == 1:
+            return asserts[0]
+        # none of the strings is next (each assertion in turn), or one of them is
+        return ast.Concat(tuple(asserts)) if negate else ast.Alt(tuple(asserts))
+
+    def class_words(self, items: list[tuple[Any, Any]], flags: int) -> list[_Word] | None:
+        """The strings of character classes a lookahead body stands for, or ``None`` when
+        it stands for too many, too long ones (or uses anything but classes, groups,
+        alternatives and bounded repeats)."""
+        words: list[_Word] = [()]
+        for op, av in items:
+            options: list[_Word] | None
+            if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
+                options = [(self.char_class(op, av, flags),)]
+            elif op is C.SUBPATTERN:
+                _g, add, dele, sub = av
+                options = self.class_words(list(sub), (flags | add) & ~dele)
+            elif op is C.BRANCH:
+                options = []
+                for alt in av[1]:
+                    got = self.class_words(list(alt), flags)
+                    if got is None:
+                        return None
+                    options += got
+            elif op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[1] is not C.MAXREPEAT:
+                lo, hi, sub = int(av[0]), int(av[1]), av[2]
+                one = self.class_words(list(sub), flags)
+                if one is None or hi > MAX_LOOKAHEAD:
+                    return None
+                options = []
+                reps: list[_Word] = [()]
+                for n in range(hi + 1):
+                    if n >= lo:
+                        options += reps
+                    reps = [a + b for a in reps for b in one]
+                    if len(reps) > _MAX_LOOKAHEAD_WORDS:
+                        return None
+            else:
+                return None
+            if options is None:
+                return None
+            words = [w + o for w in words for o in options]
+            if len(words) > _MAX_LOOKAHEAD_WORDS or any(len(w) > MAX_LOOKAHEAD for w in words):
+                return None
+        return words
 
 
 def _with_flags(flags: int, source: str) -> str:
