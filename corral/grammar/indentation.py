@@ -393,7 +393,6 @@ class _Rewriter:
             rules = kept
 
     def instantiate(self, a: str, t: int | None, tail: str) -> None:
-        lhs = f"{a}@b" if t is None else None
         if t is None:
             for rhs in self.by_lhs[a]:
                 got = self.inside(rhs)
