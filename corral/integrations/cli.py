@@ -75,9 +75,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ex.add_argument(
         "--engine",
-        choices=["transformers", "vllm"],
+        choices=["transformers", "vllm", "ray"],
         default="transformers",
-        help="transformers' generate in this process, or vLLM's engine (docs/vllm.md)",
+        help="transformers' generate in this process, vLLM's engine (docs/vllm.md), or "
+        "workers on a Ray cluster (docs/ray.md)",
+    )
+    ex.add_argument(
+        "--ray-address",
+        default=None,
+        help="--engine ray: the cluster to join (host:port, ray://..., auto); default: a local one",
+    )
+    ex.add_argument("--workers", type=positive_int, default=1, help="--engine ray: model workers")
+    ex.add_argument(
+        "--cpus-per-worker", type=positive_int, default=1, help="--engine ray: CPUs each"
     )
     ex.add_argument(
         "--engine-arg",
@@ -162,6 +172,8 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     if fields:
         schema_text = with_spans(schema_text, fields)
     prompt = DEFAULT_PROMPT if args.prompt is None else Path(args.prompt).read_text("utf-8")
+    if getattr(args, "engine", "transformers") == "ray":
+        return _extract_on_ray(args, schema_text, prompt, stderr)
     if not in_path.is_file():
         raise CorralError(f"input file {str(in_path)!r} does not exist")
     done, keep = resume_point(out_path)  # proves the file is corral's; changes nothing
@@ -181,6 +193,30 @@ def run_extract(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
         failures = _extract_lines(args, ex, inputs, total, out_path, keep, stderr)
     finally:
         ex.close()  # an engine the extractor started (a vLLM one) stops with it
+    return 1 if failures else 0
+
+
+def _extract_on_ray(
+    args: argparse.Namespace, schema_text: str, prompt: str, stderr: TextIO | None
+) -> int:
+    """``corral extract --engine ray`` (:mod:`corral.integrations.ray.run`)."""
+    if getattr(args, "engine_arg", None):
+        raise CorralError("--engine-arg applies to --engine vllm")
+    try:
+        from .ray.run import RayOptions, extract_file
+    except ImportError as e:  # pragma: no cover - ray is a test dependency
+        raise CorralError(f"--engine ray needs Ray ({e}): pip install 'corral[ray]'") from None
+    src = str(args.input)
+    if "://" not in src and not Path(src).is_file():
+        raise CorralError(f"input file {src!r} does not exist")
+    options = RayOptions(
+        address=args.ray_address, workers=args.workers, cpus_per_worker=args.cpus_per_worker
+    )
+    failures = extract_file(
+        args.model, schema_text, src, Path(args.output), options=options, field=args.field,
+        prompt=prompt, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+        progress=not args.no_progress, stderr=stderr,
+    )  # fmt: skip
     return 1 if failures else 0
 
 
@@ -211,18 +247,7 @@ def _extract_lines(
             docs = [(n, doc) for n, _ident, doc, err in window if err is None and doc is not None]
             results = ex.run(docs)
             for n, ident, _doc, err in window:
-                row: dict[str, Any] = {"line": n}
-                if ident is not None:
-                    row["id"] = ident
-                if err is not None:
-                    row["error"] = err
-                else:
-                    item = next(results)
-                    if item.error is None:
-                        row["record"] = item.value
-                    else:
-                        row["error"] = f"{type(item.error).__name__}: {item.error}"
-                        row["partial"] = item.text
+                row = output_row(n, ident, err, None if err is not None else next(results))
                 failures += "error" in row
                 write_line(out, row)
                 bar.update(1)
@@ -248,30 +273,44 @@ def read_inputs(path: Path, field: str) -> Iterator[tuple[int, Any, str | None, 
     """``(line number, id, document, error)`` per non-blank input line."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                item = json.loads(raw)
-            except ValueError as e:
-                yield n, None, None, f"input line {n}: not JSON ({e})"
-                continue
-            except RecursionError:
-                yield n, None, None, f"input line {n}: JSON nested too deeply to read"
-                continue
-            if isinstance(item, str):
-                yield n, None, item, None
-            elif isinstance(item, dict) and isinstance(item.get(field), str):
-                yield n, item.get("id"), item[field], None
-            else:
-                yield (
-                    n,
-                    item.get("id") if isinstance(item, dict) else None,
-                    None,
-                    (
-                        f"input line {n}: expected a JSON string or an object with a string "
-                        f"field {field!r}"
-                    ),
-                )
+            if raw.strip():
+                yield input_line(n, raw, field)
+
+
+def input_line(n: int, raw: str, field: str) -> tuple[int, Any, str | None, str | None]:
+    """``(line number, id, document, error)`` of the non-blank input line ``n``."""
+    try:
+        item = json.loads(raw)
+    except ValueError as e:
+        return n, None, None, f"input line {n}: not JSON ({e})"
+    except RecursionError:
+        return n, None, None, f"input line {n}: JSON nested too deeply to read"
+    if isinstance(item, str):
+        return n, None, item, None
+    if isinstance(item, dict) and isinstance(item.get(field), str):
+        return n, item.get("id"), item[field], None
+    return (
+        n,
+        item.get("id") if isinstance(item, dict) else None,
+        None,
+        f"input line {n}: expected a JSON string or an object with a string field {field!r}",
+    )
+
+
+def output_row(n: int, ident: Any, err: str | None, item: Any = None) -> dict[str, Any]:
+    """The output row of input line ``n``: its error (``err``, a line that is no document),
+    or the :class:`~corral.integrations.extract.Extraction` ``item``'s record or error."""
+    row: dict[str, Any] = {"line": n}
+    if ident is not None:
+        row["id"] = ident
+    if err is not None:
+        row["error"] = err
+    elif item.error is None:
+        row["record"] = item.value
+    else:
+        row["error"] = f"{type(item.error).__name__}: {item.error}"
+        row["partial"] = item.text
+    return row
 
 
 ROW_KEYS = frozenset({"line", "id", "record", "error", "partial"})
@@ -345,9 +384,13 @@ def positive_int(text: str) -> int:
 
 def write_line(out: Any, row: dict[str, Any]) -> None:
     """Write one JSON line in a single write, then flush it to the OS."""
-    data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
-    out.write(data)
+    out.write(row_bytes(row))
     out.flush()
+
+
+def row_bytes(row: dict[str, Any]) -> bytes:
+    """An output row as the line written for it."""
+    return (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ record) and it must parse and validate against the schema.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,12 +75,15 @@ def extract(
             compact JSON).
         batch_size: documents per ``model.generate`` call (with ``engine="vllm"``:
             documents handed to the engine at once, which batches them continuously).
-        engine: ``"transformers"`` (``model.generate`` in this process) or ``"vllm"``
+        engine: ``"transformers"`` (``model.generate`` in this process), ``"vllm"``
             (vLLM's offline engine with :class:`~corral.integrations.vllm.CorralLogitsProcessor`;
             ``model`` is then a local model folder or a ``vllm.LLM`` built with that
-            processor; see docs/vllm.md).
+            processor; see docs/vllm.md), or ``"ray"`` (workers on a Ray cluster, each
+            loading ``model``, a local folder on every node; see docs/ray.md).
         engine_options: with ``engine="vllm"``, keyword arguments of ``vllm.LLM``
-            (``tensor_parallel_size``, ``gpu_memory_utilization``, ...).
+            (``tensor_parallel_size``, ``gpu_memory_utilization``, ...); with
+            ``engine="ray"``: ``address``, ``workers``, ``cpus_per_worker``, ``threads``
+            (:class:`~corral.integrations.ray.run.RayOptions`).
         errors: ``"raise"`` (the first failed document raises its error) or ``"none"``
             (a failed document gives ``None``).
         heal: token healing (as in :func:`corral.generate`): when the prompt ends inside
@@ -122,6 +126,10 @@ def extract_iter(
     from ..automata.bitmask import as_int
 
     batch_size = as_int(batch_size, "batch_size", minimum=1)
+    if engine == "ray":
+        yield from _on_ray(model, documents, schema, prompt, tokenizer, batch_size,
+                           max_new_tokens, engine_options, heal, schema_options)  # fmt: skip
+        return
     ex = make_extractor(model, schema, prompt=prompt, tokenizer=tokenizer,
                         max_new_tokens=max_new_tokens, engine=engine,
                         engine_options=engine_options, heal=heal, **schema_options)  # fmt: skip
@@ -140,6 +148,43 @@ def extract_iter(
             yield from ex.run(batch)
     finally:
         ex.close()  # an engine the extractor started (a vLLM one) stops with it
+
+
+def _on_ray(
+    model: Any,
+    documents: Iterable[str],
+    schema: Any,
+    prompt: str,
+    tokenizer: Any,
+    batch_size: int,
+    max_new_tokens: int,
+    engine_options: dict[str, Any] | None,
+    heal: bool,
+    schema_options: dict[str, Any],
+) -> Iterator[Extraction]:
+    """``engine="ray"``: the documents extracted by workers on a Ray cluster
+    (:mod:`corral.integrations.ray.run`; ``engine_options``: its
+    :class:`~corral.integrations.ray.run.RayOptions`)."""
+    if not isinstance(model, (str, os.PathLike)) or tokenizer is not None:
+        raise InvalidArgumentError(
+            "with engine='ray' the model is a local folder (on every node) or 'gemma3-270m', "
+            "loaded by each worker: expected a path and no tokenizer="
+        )
+    if not heal:
+        raise InvalidArgumentError("engine='ray' heals prompts (heal=True) only")
+    docs = []
+    for i, doc in enumerate(documents):
+        if not isinstance(doc, str):
+            raise ArgumentTypeError(
+                f"documents must be strings, got document {i} of type {type(doc).__name__}"
+            )
+        docs.append(doc)
+    from .ray.run import RayOptions, extract_documents
+
+    yield from extract_documents(
+        str(model), docs, schema, options=RayOptions.of(engine_options), prompt=prompt,
+        batch_size=batch_size, max_new_tokens=max_new_tokens, **schema_options,
+    )  # fmt: skip
 
 
 def with_spans(schema: str | dict[str, Any], fields: Sequence[str]) -> str:
