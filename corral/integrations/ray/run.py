@@ -69,11 +69,13 @@ def _connect(options: RayOptions) -> None:
     import ray
     import ray.data
 
-    for handler in logging.getLogger("ray.data").handlers:  # no INFO lines on the console
+    # Ray Data's own lines stay in its log files (the session's logs/ray-data*.log), not
+    # on the console: corral reports progress and errors itself
+    for handler in logging.getLogger("ray.data").handlers:
         if isinstance(handler, logging.StreamHandler) and not isinstance(
             handler, logging.FileHandler
         ):
-            handler.setLevel(logging.WARNING)
+            handler.setLevel(logging.ERROR)
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True  # rows come back in input order
     ctx.enable_progress_bars = False

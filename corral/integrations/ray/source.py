@@ -31,7 +31,7 @@ def numbered_lines(path: str, *, after: int = 0, rows_per_block: int = 8) -> Any
     fmt = "parquet" if path.endswith(".parquet") else "jsonl"
     source = _source_class()(path, fmt=fmt, after=after, rows_per_block=rows_per_block)
     # Reading takes no CPU of its own (the workers may hold every CPU of the cluster).
-    ds = ray.data.read_datasource(source, override_num_blocks=1, ray_remote_args={"num_cpus": 0})
+    ds = ray.data.read_datasource(source, override_num_blocks=1, num_cpus=0)
     # One read task's blocks would reach the workers as one input, which one worker
     # takes (a read fused into the workers' step is read and extracted by one worker): a
     # streaming repartition hands them on block by block, in order. It takes no CPU
