@@ -28,16 +28,9 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "organization": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-        "city": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-        "role": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-    },
-    "required": ["name", "organization", "city", "role"],
-}
+sys.path.insert(0, str(BENCH / "extraction_quality"))
+
+from run import SCHEMA  # noqa: E402  (the quality benchmark's schema)
 
 
 def write_inputs(path: Path, n: int) -> None:

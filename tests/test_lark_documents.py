@@ -35,7 +35,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support.tokenizers import load_tokenizer, load_vocab
-from support.words import WordGenerator, guided_walk, lark_accepts, mask_of
+from support.words import WordGenerator, assert_replays, guided_walk, lark_accepts, mask_of
 
 import corral
 from corral import Grammar
@@ -124,12 +124,7 @@ def test_document_accepted_token_by_token(compiled: corral.CompiledGrammar, text
     assert lark_accepts(LARK_LARK, text)
     ids = load_tokenizer("llama3").encode(text, add_special_tokens=False)
     assert compiled.vocab.decode(ids) == text.encode()
-    m = compiled.matcher()
-    for i, t in enumerate(ids):
-        assert mask_of(m)[t], f"token {i} ({compiled.vocab.token_bytes(t)!r}) not in the mask"
-        m.consume(t)
-    assert m.is_accepting()
-    assert mask_of(m)[compiled.vocab.eos_token_ids[0]]
+    assert_replays(compiled, ids)
 
 
 @pytest.mark.parametrize(

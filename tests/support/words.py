@@ -211,6 +211,17 @@ def mask_of(m: Any) -> np.ndarray:
     return corral.bitmask_to_bool(bm, m.vocab_size)[0]
 
 
+def assert_replays(compiled: Any, ids: list[int]) -> None:
+    """Each of ``ids`` is in a fresh matcher's mask before it is consumed; at the end the
+    text is complete and EOS is allowed."""
+    m = compiled.matcher()
+    for i, t in enumerate(ids):
+        assert mask_of(m)[t], f"token {i} ({compiled.vocab.token_bytes(t)!r}) not in the mask"
+        m.consume(t)
+    assert m.is_accepting()
+    assert mask_of(m)[compiled.vocab.eos_token_ids[0]]
+
+
 def guided_walk(
     m: Any,
     target: list[int],

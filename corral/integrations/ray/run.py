@@ -88,15 +88,13 @@ def _connect(options: RayOptions) -> None:
         ray.init(include_dashboard=False, **kwargs)
 
 
-def _check_schema(schema: Any, schema_options: dict[str, Any]) -> None:
+def _check_schema(schema: Any) -> None:
     """Build the schema's grammar here, so that a schema corral cannot compile stops the
     run with corral's message before any worker starts."""
     from ...grammar.ir import Grammar
     from ..constraint import is_pydantic_model
 
-    Grammar.from_json_schema(
-        schema.model_json_schema() if is_pydantic_model(schema) else schema, **schema_options
-    )
+    Grammar.from_json_schema(schema.model_json_schema() if is_pydantic_model(schema) else schema)
 
 
 def _extracted(ds: Any, model: str, schema: Any, options: RayOptions, batch_size: int,
@@ -140,7 +138,7 @@ def extract_file(
     from ..cli import resume_point
     from .source import numbered_lines
 
-    _check_schema(schema, {})
+    _check_schema(schema)
     done, keep = resume_point(out_path)  # proves the file is corral's; changes nothing
     _connect(options)
     ds = numbered_lines(input_path, after=done, rows_per_block=batch_size)
@@ -155,7 +153,7 @@ def extract_file(
             data = str(row["row"]).encode("utf-8")
             out.write(data)
             out.flush()
-            failures += b'"error": ' in data and b'"record": ' not in data
+            failures += bool(row["failed"])
             bar.update(1)
     bar.close()
     return failures
@@ -182,7 +180,7 @@ def extract_documents(
             f"schema options {sorted(schema_options)} are not carried to Ray workers yet: "
             "use engine='transformers'"
         )
-    _check_schema(schema, {})
+    _check_schema(schema)
     _connect(options)
     items = [
         {"line": i + 1, "raw": json.dumps(d, ensure_ascii=False)} for i, d in enumerate(documents)

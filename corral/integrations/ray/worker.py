@@ -17,7 +17,8 @@ __all__ = ["ExtractWorker"]
 
 
 class ExtractWorker:
-    """``ExtractWorker(model, schema, ...)(batch)`` -> ``{"line": [...], "row": [...]}``.
+    """``ExtractWorker(model, schema, ...)(batch)`` -> ``{"line": [...], "row": [...],
+    "failed": [...]}`` (whether each row is an error row).
 
     Args:
         model: a local model folder (on every node), or ``gemma3-270m``.
@@ -64,16 +65,18 @@ class ExtractWorker:
         ]
         docs = [(n, doc) for n, _ident, doc, err in parsed if err is None and doc is not None]
         results = iter(self.extractor.run(docs)) if docs else iter(())
-        rows, items = [], []
+        rows, failed, items = [], [], []
         for n, ident, _doc, err in parsed:
             item = None if err is not None else next(results)
-            rows.append(row_bytes(output_row(n, ident, err, item)).decode("utf-8"))
+            row = output_row(n, ident, err, item)
+            rows.append(row_bytes(row).decode("utf-8"))
+            failed.append("error" in row)
             if self.pickled:
                 if item is None:
                     item = Extraction(n - 1, None, "", CorralError(str(err)))
                 item.index = n - 1
                 items.append(pickle.dumps(item))
-        out: dict[str, list[Any]] = {"line": [n for n, *_ in parsed], "row": rows}
+        out: dict[str, list[Any]] = {"line": [n for n, *_ in parsed], "row": rows, "failed": failed}
         if self.pickled:
             out["item"] = items
         return out
