@@ -128,6 +128,7 @@ def _step_json_schema(state: State) -> None:
             "type": "object",
             "properties": {
                 "name": {"type": "string", "maxLength": 20},
+                "code": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 8},
                 "age": {"type": "integer", "minimum": 0},
                 "score": {"type": "number"},
                 "tags": {"type": "array", "items": {"enum": ["a", "b", "é"]}},

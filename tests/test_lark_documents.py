@@ -379,3 +379,19 @@ def test_lexemes_are_python_matches(body: str, end: str, texts: list[str]) -> No
             assert want is None or reads_past_match, (pattern, text)
         else:
             assert got == want, (pattern, text)
+
+
+def test_terminal_automata_are_built_once_per_process() -> None:
+    """A terminal's automaton is shared, read-only, by every later grammar that asks for
+    the same pattern; a pattern that fails is not kept and fails again with the location
+    of the call that asked."""
+    pattern = r"[a-z]+[?](?![a-z])"
+    d1, b1 = leftmost_first_dfa(pattern, where="terminal NAME")
+    d2, b2 = leftmost_first_dfa(pattern, where="terminal OTHER")
+    assert d1 is d2 and b1 is b2 and b1 is not None
+    assert not d1.accept.flags.writeable and not b1.flags.writeable
+    assert leftmost_first_dfa(pattern, re.DOTALL)[0] is not d1  # flags are part of the key
+    bad = r"(a)\1"
+    for where in ("terminal A", "terminal B"):
+        with pytest.raises(UnsupportedFeatureError, match=where):
+            leftmost_first_dfa(bad, where=where)

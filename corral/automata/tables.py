@@ -38,11 +38,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from ..grammar.follow import follow_terminals, nullable_nonterminals, numbered
+from ..grammar.follow import nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
 from ..grammar.regex.dfa import ByteDFA, column_classes
 from ..grammar.regex.sparse import SparseDFA
 from ..jit import kernel
+from .follow_bytes import follow_bytes
 
 # header slots of `gt`: named in kernels/layout.py (re-exported here for the table builder)
 from .kernels.layout import (
@@ -223,9 +224,22 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     special = np.full(NT, -1, np.int32)
     for name, tok in special_terms.items():
         special[t_index[name]] = tok
-    special_idx = {t_index[n] for n in special_terms}
-    follow = follow_terminals(prods, NT, NN, nullable_nt)
-    follow_bits = _follow_bytes(follow, NT, dfas, set(ignore_list), special_idx)
+    is_special = np.zeros(NT, bool)
+    is_special[[t_index[n] for n in special_terms]] = True
+    # the first bytes of each terminal, bool [NT, 256]
+    starts_read = np.zeros((NT, 256), bool)
+    for i, d in enumerate(dfas):
+        if d.n_states:
+            starts_read[i] = _start_row(d) >= 0
+    follow_bits = follow_bytes(
+        np.array(item_sym, np.int32),
+        np.array(item_lhs, np.int32),
+        NT,
+        nullable.astype(bool),
+        np.packbits(starts_read, axis=1, bitorder="little").view("<u8"),
+        term_ignore.astype(bool),
+        is_special,
+    )
 
     # first bytes of the start states (the other states have none listed)
     first_count = np.zeros(G, np.int32)
@@ -233,7 +247,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     for i in np.argsort(starts, kind="stable").tolist():  # in state order
         if sizes[i]:
             o = int(starts[i])
-            fb = np.flatnonzero(_start_row(dfas[i]) >= 0).astype(np.int32)
+            fb = np.flatnonzero(starts_read[i]).astype(np.int32)
             if term_names[i] in special_terms:
                 fb = fb[:0]  # matched by its special token only, never by bytes
             first_bytes.append(fb)
@@ -286,49 +300,6 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         sizes,
         sparse if G > D else None,
     )
-
-
-def _follow_bytes(
-    follow: list[int],
-    NT: int,
-    dfas: list[ByteDFA | SparseDFA],
-    ignore: set[int],
-    special: set[int],
-) -> np.ndarray:
-    """For each terminal, the bytes that may start a lexeme right after one of its lexemes.
-
-    An over-approximation from the grammar's FOLLOW sets (``follow``, see
-    :func:`~corral.grammar.follow.follow_terminals`; ignored terminals may follow anything,
-    and anything may follow them). Returned as ``int32 [NT * 8]`` bit sets.
-    """
-    # first bytes of each terminal as a 256-bit int
-    first_bits = [0] * NT
-    for i, d in enumerate(dfas):
-        if d.n_states:
-            for b in np.flatnonzero(_start_row(d) >= 0).tolist():
-                first_bits[i] |= 1 << b
-    ign_bits = 0
-    for i in ignore:
-        ign_bits |= first_bits[i]
-    all_bits = 0
-    for i in range(NT):
-        if i not in special:
-            all_bits |= first_bits[i]
-    out = np.zeros(NT * 8, np.int32)
-    for t in range(NT):
-        if t in ignore:
-            fb = all_bits
-        else:
-            fb = ign_bits
-            v = follow[t]
-            while v:
-                low = v & -v
-                u = low.bit_length() - 1
-                v ^= low
-                if u not in special:
-                    fb |= first_bits[u]
-        out[t * 8 : t * 8 + 8] = np.frombuffer(fb.to_bytes(32, "little"), np.int32)
-    return out
 
 
 @kernel(nogil=True)

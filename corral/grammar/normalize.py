@@ -77,14 +77,27 @@ def normalize(
     rules = [Rule(r.lhs, tuple(renamed.get(s, s) for s in r.rhs)) for r in rules] + extra_rules
 
     # -- productive symbols ----------------------------------------------------------
+    # a worklist: each rule counts its symbols not yet known to be productive
     productive = {name for name, t in terms.items() if t.dfa.n_states}
-    changed = True
-    while changed:
-        changed = False
-        for r in rules:
-            if r.lhs not in productive and all(s in productive for s in r.rhs):
-                productive.add(r.lhs)
-                changed = True
+    missing: list[int] = []
+    users: dict[str, list[int]] = {}
+    work: list[str] = []
+    for i, r in enumerate(rules):
+        m = 0
+        for s in r.rhs:
+            if s not in productive:
+                m += 1
+                users.setdefault(s, []).append(i)
+        missing.append(m)
+        if m == 0 and r.lhs not in productive:
+            productive.add(r.lhs)
+            work.append(r.lhs)
+    while work:
+        for i in users.get(work.pop(), ()):
+            missing[i] -= 1
+            if missing[i] == 0 and rules[i].lhs not in productive:
+                productive.add(rules[i].lhs)
+                work.append(rules[i].lhs)
     if start not in productive:
         raise EmptyLanguageError(
             f"the grammar accepts no string: start symbol {start!r} derives nothing"

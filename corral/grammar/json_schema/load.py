@@ -362,4 +362,10 @@ def _escape(token: str) -> str:
 
 def pointer_join(pointer: str, *tokens: str | int) -> str:
     """``pointer`` extended by JSON-pointer ``tokens`` (escaped)."""
+    if len(tokens) == 1:  # the usual call: one keyword or index
+        t = tokens[0]
+        text = t if type(t) is str else str(t)
+        if "~" in text or "/" in text:
+            text = _escape(text)
+        return f"{pointer}/{text}"
     return pointer + "".join(f"/{_escape(str(t))}" for t in tokens)

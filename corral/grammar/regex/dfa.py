@@ -1132,50 +1132,27 @@ def nfa_to_byte_dfa(
 # 5. operations on byte DFAs
 
 
-def _run_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The edges of ``trans`` (``int32 [n, 256]``, ``-1`` dead) as ``(sources, targets)``,
-    one per run of equal targets in a row, sources ascending: every (s, t) with some byte
-    from s to t appears at least once, and there are far fewer entries than bytes."""
-    start = trans >= 0
-    start[:, 1:] &= trans[:, 1:] != trans[:, :-1]
-    src, col = np.nonzero(start)
-    return src, trans[src, col]
-
-
-def _reached(n: int, src: np.ndarray, dst: np.ndarray, seeds: list[int]) -> np.ndarray:
-    """``bool [n]``: the nodes reachable from ``seeds`` along the edges ``src -> dst``."""
-    order = np.argsort(src, kind="stable")
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    nxt = dst[order].tolist()
-    bounds = ptr.tolist()
-    seen = [False] * n
-    stack = []
-    for s in seeds:
-        if not seen[s]:
-            seen[s] = True
-            stack.append(s)
-    while stack:
-        s = stack.pop()
-        for t in nxt[bounds[s] : bounds[s + 1]]:
-            if not seen[t]:
-                seen[t] = True
-                stack.append(t)
-    return np.array(seen, bool)
+def _writable(a: np.ndarray, dtype: type) -> np.ndarray:
+    """``a`` as a writable C-contiguous array of ``dtype`` (copied only where it is not):
+    Numba compiles a kernel again for read-only arrays, so kernels get writable ones."""
+    if a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable:
+        return a
+    return np.array(a, dtype, order="C")
 
 
 def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep the states reachable from 0 that can reach acceptance; renumber, 0 stays start.
 
-    ``trans``: ``int32 [n, 256]`` with ``-1`` for dead. Returns empty arrays when the
-    language is empty.
+    ``trans``: ``int32 [n, m]`` with ``-1`` for dead (a column per byte, or per byte class).
+    Returns empty arrays (``[0, 256]``) when the language is empty. The search is a Numba
+    kernel (:func:`.product.live_states_of`).
     """
+    from .product import live_states_of
+
     n = trans.shape[0]
     if n == 0:
         return trans, accept
-    src, dst = _run_edges(trans)
-    reach = _reached(n, src, dst, [0])
-    live = _reached(n, dst, src, np.flatnonzero(accept).tolist()) & reach
+    live = live_states_of(_writable(trans, np.int32), _writable(accept, np.bool_))
     if not live[0]:
         return np.zeros((0, 256), np.int32), np.zeros(0, bool)
     if live.all():
@@ -1188,72 +1165,77 @@ def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return t2, accept[keep].copy()
 
 
+def _joint_columns(a: ByteDFA, b: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``a`` and ``b`` over their joint byte classes (bytes both put in one class):
+    ``(ta int32 [na, m], tb int32 [nb, m], classes int [256])``, the ``m`` joint classes
+    numbered in order of their first byte."""
+    ta, ca = a.columns()
+    tb, cb = b.columns()
+    key = ca.astype(np.int32) * 256 + cb
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    rep = first[order]  # a byte of each joint class
+    return (
+        np.ascontiguousarray(ta[:, ca[rep]]),
+        np.ascontiguousarray(tb[:, cb[rep]]),
+        rank[inverse.reshape(-1)],
+    )
+
+
 def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATES,
               where: str = "intersection", minimal: bool = True) -> ByteDFA:  # fmt: skip
-    """The minimal DFA of the strings both ``a`` and ``b`` accept (product construction).
+    """The minimal DFA of the strings both ``a`` and ``b`` accept (product construction,
+    over the byte classes both automata respect: :mod:`.product`).
 
     Raises :class:`~corral.errors.CompileBudgetError` beyond ``max_states`` product states.
     """
+    from .product import product_table
+
     if a.n_states == 0 or b.n_states == 0:
         return ByteDFA.empty()
-    # Breadth-first, one level of the product at a time: a pair (x, y) is the key
-    # x * nb + y, and each level's rows are computed at once.
-    nb = b.n_states
-    a_trans, b_trans = a.trans, b.trans
-    index: dict[int, int] = {0: 0}
-    pairs: list[int] = [0]
-    rows: list[np.ndarray] = []
-    done = 0
-    while done < len(pairs):
-        level = np.array(pairs[done:], np.int64)
-        ta, tb = a_trans[level // nb], b_trans[level % nb]
-        keys = np.where((ta >= 0) & (tb >= 0), ta.astype(np.int64) * nb + tb, -1)
-        distinct, inverse = np.unique(keys, return_inverse=True)
-        ids = np.empty(distinct.shape[0], np.int32)
-        for i, key in enumerate(distinct.tolist()):
-            j = -1 if key < 0 else index.get(key)
-            if j is None:
-                if len(pairs) >= max_states:
-                    raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
-                j = index[key] = len(pairs)
-                pairs.append(key)
-            ids[i] = j
-        rows.append(ids[inverse.reshape(keys.shape)])
-        done += level.shape[0]
-        spend(PRODUCT_ROW_STEPS * level.shape[0], where)
-    key_arr = np.array(pairs, np.int64)
-    trans = np.concatenate(rows).astype(np.int32)
-    accept = a.accept[key_arr // nb] & b.accept[key_arr % nb]
-    trans, accept = trim(trans, accept)
-    if trans.shape[0] == 0 or not minimal:
-        return ByteDFA(trans, accept)
-    return minimal_dfa(trans, accept)
+    ta, tb, classes = _joint_columns(a, b)
+    table, accept, n = product_table(
+        ta, tb, np.array(a.accept, np.bool_), np.array(b.accept, np.bool_), max_states
+    )
+    if n < 0:
+        raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
+    spend(PRODUCT_ROW_STEPS * n, where)
+    table, accept = trim(table, accept)
+    if table.shape[0] == 0:
+        return ByteDFA.empty()
+    if not minimal:
+        small, col_class = column_classes(table)
+        return ByteDFA.from_columns(small, col_class[classes], accept)
+    table, col_class, acc = _minimal_columns(table, accept)
+    byte_class = col_class[classes]
+    distinct, merged = column_classes(table)
+    if distinct.shape[1] < table.shape[1]:  # merged states made columns equal
+        table, byte_class = distinct, merged[byte_class]
+    return ByteDFA.from_columns(table, byte_class, acc)
 
 
-def complement(a: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
-    """The complete (untrimmed) DFA of all byte strings ``a`` rejects, as ``(trans, accept)``.
+def complement(a: ByteDFA) -> ByteDFA:
+    """The complete (untrimmed) DFA of all byte strings ``a`` rejects, in the compact form
+    of ``a``'s byte classes (its sink, state ``n``, reads every byte back to itself).
 
-    Meant as an operand of :func:`intersect`-style products (see :func:`difference`).
-    """
+    Meant as an operand of :func:`intersect` (see :func:`difference`): it is not trimmed."""
     n = a.n_states
     sink = n
-    trans = np.full((n + 1, 256), sink, np.int32)
-    if n:
-        a_trans = a.trans
-        trans[:n] = np.where(a_trans >= 0, a_trans, sink)
+    table, classes = a.columns() if n else (np.zeros((0, 1), np.int32), np.zeros(256, np.uint8))
+    out = np.full((n + 1, table.shape[1]), sink, np.int32)
+    out[:n] = np.where(table >= 0, table, sink)
     accept = np.ones(n + 1, bool)
-    if n:
-        accept[:n] = ~a.accept
-    return trans, accept
+    accept[:n] = ~a.accept
+    return ByteDFA.from_columns(out, classes, accept)
 
 
 def difference(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATES,
                where: str = "difference", minimal: bool = True) -> ByteDFA:  # fmt: skip
     """The DFA (minimal unless ``minimal=False``) of the strings ``a`` accepts and ``b``
     does not."""
-    trans, accept = complement(b)
-    # `complement` is complete and untrimmed: wrap it so `intersect` can read it as a DFA.
-    return intersect(a, ByteDFA(trans, accept), max_states=max_states, where=where, minimal=minimal)
+    return intersect(a, complement(b), max_states=max_states, where=where, minimal=minimal)
 
 
 def difference_of_literals(

@@ -29,6 +29,7 @@ import itertools
 
 import numpy as np
 
+from ...caching import BoundedCache
 from ...errors import CompileBudgetError, UnsupportedFeatureError
 from . import ast
 from .charset import MAX_CODE_POINT, NEWLINE, SURROGATES, CharSet
@@ -36,7 +37,9 @@ from .dfa import (
     DEFAULT_MAX_DFA_STATES,
     ByteDFA,
     live_states,
+    metered,
     minimize_with_blocked,
+    spend,
     utf8_automaton,
 )
 from .python_syntax import parse_python_regex
@@ -201,6 +204,14 @@ class _Blocks:
         return out
 
 
+#: how many terminal automata the process keeps built (grammars repeat their terminals:
+#: names, numbers, strings, whitespace, the keywords of a language)
+_CACHE_SIZE = 1024
+_CACHE: BoundedCache[tuple[str, int, int], tuple[ByteDFA, np.ndarray | None, int]] = BoundedCache(
+    _CACHE_SIZE
+)
+
+
 def leftmost_first_dfa(
     pattern: str, flags: int = 0, *, where: str = "", max_states: int = DEFAULT_MAX_DFA_STATES
 ) -> tuple[ByteDFA, np.ndarray | None]:
@@ -220,7 +231,35 @@ def leftmost_first_dfa(
             lookbehind at the start, a lookahead at the end that needs a next character or
             tells apart characters that share their first byte).
         CompileBudgetError: more than ``max_states`` states.
+
+    Built once per process for each ``(pattern, flags, max_states)`` (the last 1,024 kept):
+    the automaton and its rows are shared, read-only, by every grammar that asks again, and
+    each asking charges the active work budgets the steps of the first build
+    (:func:`~corral.grammar.regex.dfa.metered`). Errors are not kept: a pattern that fails
+    fails again, with the ``where`` of that call.
     """
+    key = (pattern, flags, max_states)
+    hit = _CACHE.get(key)
+    if hit is None:
+        (dfa, blocked), cost = metered(
+            lambda: _build(pattern, flags, where=where, max_states=max_states),
+            where or f"regex {pattern!r}",
+        )
+        dfa = dfa.compacted()
+        dfa.accept.setflags(write=False)
+        if blocked is not None:
+            blocked.setflags(write=False)
+        hit = (dfa, blocked, cost)
+        _CACHE.put(key, hit)
+    else:
+        spend(hit[2], where or f"regex {pattern!r}")
+    return hit[0], hit[1]
+
+
+def _build(
+    pattern: str, flags: int, *, where: str, max_states: int
+) -> tuple[ByteDFA, np.ndarray | None]:
+    """:func:`leftmost_first_dfa`, built now."""
     where = where or f"regex {pattern!r}"
     nfa = _PriorityNFA(parse_python_regex(pattern, flags, where=where, long_lookahead=True))
     blocks = _Blocks(nfa)

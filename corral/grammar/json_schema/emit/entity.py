@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ...entities import EntitySet
 from ..load import SchemaError, pointer_join
 from .restrict import BESIDE, restricted_terminal
-from .span import string_only, subschemas
+from .span import string_only, subschemas_with
 
 if TYPE_CHECKING:
     from ..translate import Translator
@@ -36,9 +36,7 @@ def find_entities(schema: Any, sets: Mapping[str, EntitySet] | None) -> dict[str
         SchemaError: a value that is not a string, or names no set of ``sets``.
     """
     found: dict[str, str] = {}
-    for ptr, node in subschemas(schema, ""):
-        if ENTITY_KEYWORD not in node:
-            continue
+    for ptr, node in subschemas_with(schema, ENTITY_KEYWORD):
         name = node[ENTITY_KEYWORD]
         where = pointer_join(ptr, ENTITY_KEYWORD)
         if type(name) is not str:

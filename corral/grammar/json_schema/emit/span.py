@@ -39,7 +39,7 @@ __all__ = [
     "span_occurs",
     "span_options",
     "string_only",
-    "subschemas",
+    "subschemas_with",
 ]
 
 SPAN_KEYWORD = "x-corral-span"
@@ -93,11 +93,10 @@ def find_spans(schema: Any, *, has_source: bool) -> dict[str, SpanOptions]:
         SchemaError: a malformed keyword value, or a span constraint without a source.
     """
     found: dict[str, SpanOptions] = {}
-    for ptr, node in subschemas(schema, ""):
-        if SPAN_KEYWORD in node:
-            opts = span_options(node[SPAN_KEYWORD], ptr)
-            if opts is not None:
-                found[ptr] = opts
+    for ptr, node in subschemas_with(schema, SPAN_KEYWORD):
+        opts = span_options(node[SPAN_KEYWORD], ptr)
+        if opts is not None:
+            found[ptr] = opts
     if found and not has_source:
         where = pointer_join(next(iter(found)), SPAN_KEYWORD)
         raise SchemaError(
@@ -109,27 +108,45 @@ def find_spans(schema: Any, *, has_source: bool) -> dict[str, SpanOptions]:
     return found
 
 
-def subschemas(node: Any, ptr: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The dict subschemas of ``node`` with their pointers (depth first in document
-    order, no recursion)."""
-    stack = [(node, ptr)]
+def subschemas_with(node: Any, keyword: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The dict subschemas of ``node`` that hold ``keyword``, with their JSON pointers
+    (depth first in document order, no recursion). Pointers are spelled only for those:
+    the walk keeps each node's parent and token instead (most schemas hold the keyword
+    nowhere)."""
+    parents: list[tuple[int, str | int]] = []  # node id -> (parent id, token)
+    stack: list[tuple[Any, int, str | int]] = [(node, -1, "")]
     while stack:
-        s, p = stack.pop()
+        s, parent, token = stack.pop()
         if not isinstance(s, dict):
             continue
-        yield p, s
-        children: list[tuple[Any, str]] = []
+        me = len(parents)
+        parents.append((parent, token))
+        if keyword in s:
+            yield _pointer(parents, me), s
+        children: list[tuple[Any, int, str | int]] = []
         for k, v in s.items():
             if k in _DATA:
                 continue
-            kp = pointer_join(p, k)
             if k in _SCHEMA_MAPS and isinstance(v, dict):
-                children.extend((sub, pointer_join(kp, name)) for name, sub in v.items())
+                kid = len(parents)
+                parents.append((me, k))
+                children.extend((sub, kid, name) for name, sub in v.items())
             elif isinstance(v, list):
-                children.extend((sub, pointer_join(kp, i)) for i, sub in enumerate(v))
+                kid = len(parents)
+                parents.append((me, k))
+                children.extend((sub, kid, i) for i, sub in enumerate(v))
             elif isinstance(v, dict):
-                children.append((v, kp))
+                children.append((v, me, k))
         stack.extend(reversed(children))
+
+
+def _pointer(parents: list[tuple[int, str | int]], i: int) -> str:
+    """The JSON pointer of node ``i`` of :func:`subschemas_with`'s walk."""
+    tokens: list[str | int] = []
+    while i > 0:
+        i, token = parents[i]
+        tokens.append(token)
+    return pointer_join("", *reversed(tokens))
 
 
 def string_only(

@@ -3,6 +3,7 @@ terminal over the encoded bytes (see ``strings.py`` for the construction)."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from ....errors import CompileBudgetError, Location, UnsupportedFeatureError
@@ -89,7 +90,6 @@ def assertion_nodes(
             b.findings.exact(p_ptr, "pattern")
     fmt = s.get("format")
     if fmt is not None:
-        from ...regex.python_syntax import parse_python_regex
         from ..formats import format_regex
 
         f_ptr = pointer_join(ptr, "format")
@@ -105,7 +105,7 @@ def assertion_nodes(
         elif rx is None:
             b.findings.note(f_ptr, "format", ANNOTATION, f"unknown format {fmt!r}: not asserted")
         else:
-            nodes.append((parse_python_regex(rx, where=f_ptr), f_ptr))
+            nodes.append((_format_node(rx), f_ptr))
             b.findings.exact(f_ptr, "format")
     return nodes
 
@@ -167,3 +167,13 @@ def emit_string(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
             if kw in s:
                 b.findings.needs_check(pointer_join(ptr, kw), kw, "combined with pattern/format")
     return name
+
+
+@functools.lru_cache(maxsize=64)
+def _format_node(rx: str) -> ast.Node:
+    """The tree of a format's regex (:data:`~..formats.FORMAT_REGEXES`), read once per
+    process: the date, time, e-mail and URI expressions are large, and schemas repeat
+    their formats."""
+    from ...regex.python_syntax import parse_python_regex
+
+    return parse_python_regex(rx, where="format")

@@ -1,0 +1,165 @@
+"""Products and trimming of byte DFAs, as Numba kernels.
+
+Both automata are given over the same byte classes (:func:`corral.grammar.regex.dfa.intersect`
+refines their two compact forms into joint classes first), so a product state's row is one
+entry per joint class, not per byte. Product states are pairs ``(x, y)``, numbered in the
+order a breadth-first search from ``(0, 0)`` meets them (rows in order, classes in order
+within a row), and found again through an open-addressing hash table of the pairs' keys
+``x * nb + y``. :func:`live_states_of` is what trimming keeps: the states reachable from
+state 0 that can reach an accepting state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...jit import kernel
+
+__all__ = ["live_states_of", "product_table"]
+
+_EMPTY = -1
+
+
+@kernel(nogil=True)
+def product_table(
+    ta: np.ndarray, tb: np.ndarray, acc_a: np.ndarray, acc_b: np.ndarray, max_states: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The reachable part of the product of ``ta`` (``int32 [na, m]``) and ``tb`` (``int32
+    [nb, m]``), ``-1`` for dead, both over the same ``m`` classes, from the pair of their
+    state 0: ``(table int32 [n, m], accept bool [n], n)``, where a pair accepts when both
+    of its states do (``acc_a``, ``acc_b``). With more than ``max_states`` pairs it stops
+    and returns ``n == -1`` (and arrays of no meaning)."""
+    nb = tb.shape[0]
+    m = ta.shape[1]
+    cap = 64  # hash slots, a power of two, at most half full
+    keys = np.full(cap, _EMPTY, np.int64)
+    ids = np.zeros(cap, np.int32)
+    rows_cap = 64
+    pair_a = np.zeros(rows_cap, np.int64)
+    pair_b = np.zeros(rows_cap, np.int64)
+    table = np.empty((rows_cap, m), np.int32)
+    # the pair (0, 0): key 0
+    keys[0] = 0
+    ids[0] = 0
+    n = 1
+    i = 0
+    while i < n:
+        x = pair_a[i]
+        y = pair_b[i]
+        for c in range(m):
+            u = ta[x, c]
+            v = tb[y, c]
+            if u < 0 or v < 0:
+                table[i, c] = -1
+                continue
+            key = np.int64(u) * nb + v
+            slot = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
+            mask = cap - 1
+            h = np.int64(slot) & mask
+            while keys[h] != _EMPTY and keys[h] != key:
+                h = (h + 1) & mask
+            if keys[h] == key:
+                table[i, c] = ids[h]
+                continue
+            # a new pair
+            if n >= max_states:
+                return np.empty((0, m), np.int32), np.zeros(0, np.bool_), -1
+            if n >= rows_cap:
+                rows_cap *= 2
+                grown = np.empty((rows_cap, m), np.int32)
+                grown[:n] = table[:n]
+                table = grown
+                pa = np.zeros(rows_cap, np.int64)
+                pa[:n] = pair_a[:n]
+                pair_a = pa
+                pb = np.zeros(rows_cap, np.int64)
+                pb[:n] = pair_b[:n]
+                pair_b = pb
+            keys[h] = key
+            ids[h] = n
+            pair_a[n] = u
+            pair_b[n] = v
+            table[i, c] = n
+            n += 1
+            if 2 * n > cap:  # rehash into twice the slots
+                old_keys = keys
+                old_ids = ids
+                cap *= 2
+                keys = np.full(cap, _EMPTY, np.int64)
+                ids = np.zeros(cap, np.int32)
+                mask = cap - 1
+                for j in range(old_keys.shape[0]):
+                    k = old_keys[j]
+                    if k != _EMPTY:
+                        s = (np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
+                        g = np.int64(s) & mask
+                        while keys[g] != _EMPTY:
+                            g = (g + 1) & mask
+                        keys[g] = k
+                        ids[g] = old_ids[j]
+        i += 1
+    accept = np.empty(n, np.bool_)
+    for j in range(n):
+        accept[j] = acc_a[pair_a[j]] and acc_b[pair_b[j]]
+    return table[:n].copy(), accept, n
+
+
+@kernel(nogil=True)
+def live_states_of(table: np.ndarray, accept: np.ndarray) -> np.ndarray:
+    """``bool [n]``: the states of ``table`` (``int32 [n, m]``, ``-1`` dead) reachable from
+    state 0 that can reach a state of ``accept`` (``bool [n]``)."""
+    n, m = table.shape
+    stack = np.empty(n, np.int64)
+    reach = np.zeros(n, np.bool_)
+    reach[0] = True
+    stack[0] = 0
+    top = 1
+    while top:
+        top -= 1
+        s = stack[top]
+        for c in range(m):
+            t = table[s, c]
+            if t >= 0 and not reach[t]:
+                reach[t] = True
+                stack[top] = t
+                top += 1
+    # the edges reversed, by target (an edge per reachable source and distinct target in a row)
+    start = np.zeros(n + 1, np.int64)
+    for s in range(n):
+        if reach[s]:
+            prev = -1
+            for c in range(m):
+                t = table[s, c]
+                if t >= 0 and t != prev:
+                    start[t + 1] += 1
+                prev = t
+    for s in range(n):
+        start[s + 1] += start[s]
+    fill = start[:n].copy()
+    src = np.empty(start[n], np.int64)
+    for s in range(n):
+        if reach[s]:
+            prev = -1
+            for c in range(m):
+                t = table[s, c]
+                if t >= 0 and t != prev:
+                    src[fill[t]] = s
+                    fill[t] += 1
+                prev = t
+    live = np.zeros(n, np.bool_)
+    top = 0
+    for s in range(n):
+        if accept[s] and reach[s]:
+            live[s] = True
+            stack[top] = s
+            top += 1
+    while top:
+        top -= 1
+        t = stack[top]
+        for e in range(start[t], start[t + 1]):
+            s = src[e]
+            if not live[s]:
+                live[s] = True
+                stack[top] = s
+                top += 1
+    return live
