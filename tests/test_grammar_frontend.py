@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -130,9 +131,10 @@ def test_grammar_text_must_be_str() -> None:
 
 
 def test_lark_grammar_parser_is_built_without_validating_lark_own_terminals() -> None:
-    """The first Lark grammar of a process primes Lark's parser of grammars with
-    ``skip_validation`` (no interegular collision check over Lark's own terminals), and
-    that parser reads grammars as Lark's own does."""
+    """The first Lark grammar of a process read by Lark's loader (here all of them: corral's
+    reader is turned off) primes Lark's parser of grammars with ``skip_validation`` (no
+    interegular collision check over Lark's own terminals), and that parser reads grammars
+    as Lark's own does."""
     code = (
         "import lark\n"
         "from lark import load_grammar as lg\n"
@@ -141,7 +143,8 @@ def test_lark_grammar_parser_is_built_without_validating_lark_own_terminals() ->
         "print(lg._get_parser.cache.lexer_conf.skip_validation, len(g.rules))\n"
         "print(lark.Lark('start: A+ \"b\"i\\nA: /a/\\n').parse('aaB').children)\n"
     )
+    env = {**os.environ, "CORRAL_LARK_READER": "0"}
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     ).stdout.splitlines()
     assert out == ["True 1", "[Token('A', 'a'), Token('A', 'a')]"]

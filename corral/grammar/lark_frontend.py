@@ -1,7 +1,10 @@
 """Lark grammar text → :class:`~corral.grammar.ir.Grammar`.
 
-Lark's own loader reads the text (so EBNF operators, templates, ``%import`` and friends mean
-exactly what they mean in Lark) and hands back BNF rules and terminal patterns; corral then
+The text is read into BNF rules and terminal patterns as Lark's own loader reads it (so EBNF
+operators, templates, ``%import`` and friends mean exactly what they mean in Lark): first by
+corral's reader (:mod:`.lark_reader`, several times faster), which leaves to Lark's loader
+whatever it does not handle (templates, ``%override``, imports other than ``common.lark``,
+errors, ...), so that Lark reports errors as it always has. corral then
 compiles every terminal pattern into a byte DFA whose lexemes are the matches Lark's lexer
 finds (:func:`leftmost_first_dfa`). Errors are re-raised as corral errors that carry the
 line, column and a caret snippet.
@@ -12,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     ArgumentTypeError,
@@ -121,6 +124,9 @@ def _prime_meta_parser() -> None:
 
 _META_PARSER_LOCK = threading.Lock()
 
+# terminal definitions, rules, ignore list and declared terminals, as Lark's classes
+_Loaded = tuple[list[Any], list[Any], list[str], set[str]]
+
 
 def grammar_from_lark(
     text: str,
@@ -133,40 +139,17 @@ def grammar_from_lark(
     indentation: Indentation | None = None,
 ) -> Grammar:
     """See :func:`corral.grammar.frontends.from_lark`."""
-    import lark
-    from lark.exceptions import GrammarError as LarkGrammarError
-    from lark.exceptions import UnexpectedInput
-    from lark.load_grammar import load_grammar
+    from .lark_reader import read_lark
 
     if not isinstance(text, str):
         raise ArgumentTypeError(f"grammar text must be str, not {type(text).__name__}")
-    _prime_meta_parser()
     source = text
     text, specials = _extract_special_tokens(text)
-    try:
-        g, _files = load_grammar(text, "<grammar>", list(import_paths), False)
-        term_defs, lark_rules, ignore = g.compile([start], set())
-    except UnexpectedInput as e:
-        line, col = getattr(e, "line", None), getattr(e, "column", None)
-        raise GrammarError(
-            f"Lark syntax error: {_first_line(str(e))}",
-            line=line if isinstance(line, int) and line > 0 else None,
-            column=col if isinstance(col, int) and col > 0 else None,
-            snippet=caret_snippet(text, line, col or 1)
-            if isinstance(line, int) and line > 0
-            else "",
-        ) from None
-    except (LarkGrammarError, lark.exceptions.LarkError, KeyError, OSError) as e:
-        msg = _first_line(str(e)) if not isinstance(e, KeyError) else f"undefined symbol {e}"
-        line, col = _locate_message_symbol(text, msg)
-        raise GrammarError(
-            f"Lark grammar error: {msg}",
-            line=line,
-            column=col,
-            snippet=caret_snippet(text, line, col or 1) if line else "",
-        ) from None
-
-    declared = {name for name, (tree, _prio) in g.term_defs if tree is None}
+    read = read_lark(text, start, import_paths)
+    if read is not None:  # the fast reader: what Lark's loader gives, without it
+        term_defs, lark_rules, ignore, declared = read
+    else:
+        term_defs, lark_rules, ignore, declared = _load_with_lark(text, start, import_paths)
     defined = {t.name for t in term_defs}
     terminals: dict[str, Terminal] = {}
     for td in term_defs:
@@ -229,8 +212,8 @@ def grammar_from_lark(
         grammar = Grammar(terminals, rules, top, list(ignore), description=_first_line(source))
     except GrammarError as e:
         if e.line is None:
-            name = _quoted_name(e.message)
-            line, col = _locate_word(source, name) if name else (None, None)
+            quoted = _quoted_name(e.message)
+            line, col = _locate_word(source, quoted) if quoted else (None, None)
             if line:
                 raise type(e)(
                     e.message, line=line, column=col, snippet=caret_snippet(source, line, col or 1)
@@ -254,6 +237,41 @@ def grammar_from_lark(
                 detail="; ".join(b.describe() for b in found),
             )
     return grammar
+
+
+def _load_with_lark(text: str, start: str, import_paths: Sequence[str]) -> _Loaded:
+    """Lark's own loader: terminal definitions, rules, ignore list, declared terminals."""
+    import lark
+    from lark.exceptions import GrammarError as LarkGrammarError
+    from lark.exceptions import UnexpectedInput
+    from lark.load_grammar import load_grammar
+
+    _prime_meta_parser()
+    try:
+        g, _files = load_grammar(text, "<grammar>", list(import_paths), False)
+        term_defs, lark_rules, ignore = g.compile([start], set())
+    except UnexpectedInput as e:
+        line, col = getattr(e, "line", None), getattr(e, "column", None)
+        raise GrammarError(
+            f"Lark syntax error: {_first_line(str(e))}",
+            line=line if isinstance(line, int) and line > 0 else None,
+            column=col if isinstance(col, int) and col > 0 else None,
+            snippet=caret_snippet(text, line, col or 1)
+            if isinstance(line, int) and line > 0
+            else "",
+        ) from None
+    except (LarkGrammarError, lark.exceptions.LarkError, KeyError, OSError) as e:
+        msg = _first_line(str(e)) if not isinstance(e, KeyError) else f"undefined symbol {e}"
+        line, col = _locate_message_symbol(text, msg)
+        raise GrammarError(
+            f"Lark grammar error: {msg}",
+            line=line,
+            column=col,
+            snippet=caret_snippet(text, line, col or 1) if line else "",
+        ) from None
+
+    declared = {name for name, (tree, _prio) in g.term_defs if tree is None}
+    return term_defs, lark_rules, ignore, declared
 
 
 def _terminal(text: str, td: object) -> Terminal:
