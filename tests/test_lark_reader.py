@@ -495,10 +495,11 @@ def test_edited_real_grammars() -> None:
 
 
 def test_grammar_from_lark_same_grammar(monkeypatch: pytest.MonkeyPatch) -> None:
-    """corral's grammar (rules, terminals, their sources) is the same on either path."""
+    """corral's grammar (rules, terminals, their sources and automata: the fingerprint, so
+    the same masks) is the same on either path."""
     from corral.grammar.lark_frontend import grammar_from_lark
 
-    texts = [(ROOT / "tests/data/grammars" / n).read_text() for n in ("json.lark", "sql.lark")]
+    texts = [p.read_text() for p in sorted((ROOT / "tests/data/grammars").glob("*.lark"))]
     texts.append((LARK_DIR / "grammars/lark.lark").read_text())
     for text in texts:
         fast = grammar_from_lark(text)
@@ -512,6 +513,7 @@ def test_grammar_from_lark_same_grammar(monkeypatch: pytest.MonkeyPatch) -> None
             assert (t.source, t.literal) == (u.source, u.literal)
             assert t.dfa.n_states == u.dfa.n_states
         assert list(fast.ignore) == list(slow.ignore)
+        assert fast.fingerprint == slow.fingerprint
 
 
 def test_disabled_reader_returns_none(monkeypatch: pytest.MonkeyPatch) -> None:
