@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...jit import kernel
+from .reach import co_reachable
 
 __all__ = ["live_states_of", "product_table"]
 
@@ -114,52 +115,32 @@ def live_states_of(table: np.ndarray, accept: np.ndarray) -> np.ndarray:
     reach[0] = True
     stack[0] = 0
     top = 1
+    n_edges = 0
     while top:
         top -= 1
         s = stack[top]
+        prev = -1
         for c in range(m):
             t = table[s, c]
-            if t >= 0 and not reach[t]:
-                reach[t] = True
-                stack[top] = t
-                top += 1
-    # the edges reversed, by target (an edge per reachable source and distinct target in a row)
-    start = np.zeros(n + 1, np.int64)
+            if t >= 0 and t != prev:
+                n_edges += 1  # an edge per distinct target in a run of the row
+                if not reach[t]:
+                    reach[t] = True
+                    stack[top] = t
+                    top += 1
+            prev = t
+    # the edges of the reachable states, and the search back from their accepting states
+    src = np.empty(n_edges, np.int64)
+    dst = np.empty(n_edges, np.int64)
+    e = 0
     for s in range(n):
         if reach[s]:
             prev = -1
             for c in range(m):
                 t = table[s, c]
                 if t >= 0 and t != prev:
-                    start[t + 1] += 1
+                    src[e] = s
+                    dst[e] = t
+                    e += 1
                 prev = t
-    for s in range(n):
-        start[s + 1] += start[s]
-    fill = start[:n].copy()
-    src = np.empty(start[n], np.int64)
-    for s in range(n):
-        if reach[s]:
-            prev = -1
-            for c in range(m):
-                t = table[s, c]
-                if t >= 0 and t != prev:
-                    src[fill[t]] = s
-                    fill[t] += 1
-                prev = t
-    live = np.zeros(n, np.bool_)
-    top = 0
-    for s in range(n):
-        if accept[s] and reach[s]:
-            live[s] = True
-            stack[top] = s
-            top += 1
-    while top:
-        top -= 1
-        t = stack[top]
-        for e in range(start[t], start[t + 1]):
-            s = src[e]
-            if not live[s]:
-                live[s] = True
-                stack[top] = s
-                top += 1
-    return live
+    return co_reachable(n, src, dst, n_edges, accept & reach)
