@@ -4,8 +4,8 @@ Both automata are given over the same byte classes (:func:`corral.grammar.regex.
 refines their two compact forms into joint classes first), so a product state's row is one
 entry per joint class, not per byte. Product states are pairs ``(x, y)``, numbered in the
 order a breadth-first search from ``(0, 0)`` meets them (rows in order, classes in order
-within a row), and found again through an open-addressing hash table of the pairs' keys
-``x * nb + y``. :func:`live_states_of` is what trimming keeps: the states reachable from
+within a row), and found again through a hash table of the pairs' keys ``x * nb + y``
+(``int_table.py``). :func:`live_states_of` is what trimming keeps: the states reachable from
 state 0 that can reach an accepting state.
 """
 
@@ -14,11 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...jit import kernel
+from .int_table import table_get, table_new, table_put
 from .reach import co_reachable
 
 __all__ = ["live_states_of", "product_table"]
-
-_EMPTY = -1
 
 
 @kernel(nogil=True)
@@ -32,16 +31,12 @@ def product_table(
     and returns ``n == -1`` (and arrays of no meaning)."""
     nb = tb.shape[0]
     m = ta.shape[1]
-    cap = 64  # hash slots, a power of two, at most half full
-    keys = np.full(cap, _EMPTY, np.int64)
-    ids = np.zeros(cap, np.int32)
+    keys, ids = table_new(64)  # pair key x * nb + y -> its number
+    keys, ids, n_keys = table_put(keys, ids, 0, 0, 0)  # the pair (0, 0)
     rows_cap = 64
     pair_a = np.zeros(rows_cap, np.int64)
     pair_b = np.zeros(rows_cap, np.int64)
     table = np.empty((rows_cap, m), np.int32)
-    # the pair (0, 0): key 0
-    keys[0] = 0
-    ids[0] = 0
     n = 1
     i = 0
     while i < n:
@@ -54,13 +49,9 @@ def product_table(
                 table[i, c] = -1
                 continue
             key = np.int64(u) * nb + v
-            slot = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
-            mask = cap - 1
-            h = np.int64(slot) & mask
-            while keys[h] != _EMPTY and keys[h] != key:
-                h = (h + 1) & mask
-            if keys[h] == key:
-                table[i, c] = ids[h]
+            j = table_get(keys, ids, key)
+            if j >= 0:
+                table[i, c] = j
                 continue
             # a new pair
             if n >= max_states:
@@ -76,28 +67,11 @@ def product_table(
                 pb = np.zeros(rows_cap, np.int64)
                 pb[:n] = pair_b[:n]
                 pair_b = pb
-            keys[h] = key
-            ids[h] = n
+            keys, ids, n_keys = table_put(keys, ids, n_keys, key, n)
             pair_a[n] = u
             pair_b[n] = v
             table[i, c] = n
             n += 1
-            if 2 * n > cap:  # rehash into twice the slots
-                old_keys = keys
-                old_ids = ids
-                cap *= 2
-                keys = np.full(cap, _EMPTY, np.int64)
-                ids = np.zeros(cap, np.int32)
-                mask = cap - 1
-                for j in range(old_keys.shape[0]):
-                    k = old_keys[j]
-                    if k != _EMPTY:
-                        s = (np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
-                        g = np.int64(s) & mask
-                        while keys[g] != _EMPTY:
-                            g = (g + 1) & mask
-                        keys[g] = k
-                        ids[g] = old_ids[j]
         i += 1
     accept = np.empty(n, np.bool_)
     for j in range(n):
