@@ -267,3 +267,20 @@ def test_an_added_token_the_byte_alphabet_cannot_spell_is_left_out_of_grammar_te
     assert i in info.added and i not in info.special
     assert info.token_bytes[i] == b""
     assert info.token_bytes[tok.convert_tokens_to_ids("Ġhello")] == b" hello"
+
+
+def test_trie_lists_tokens_in_byte_order_equal_ones_by_id() -> None:
+    """The token trie's tokens are the normal tokens sorted by their bytes, tokens with
+    the same bytes by id (a stable sort in a kernel): against Python's ``sorted`` on
+    random vocabularies with many repeated and prefix tokens."""
+    from corral.grammar.regex.dawg import byte_order
+
+    rng = random.Random(7)
+    for _ in range(30):
+        words = [bytes(rng.choice(b"ab\xc3") for _ in range(rng.randint(1, 4))) for _ in range(200)]
+        v = Vocabulary(words + [b"<eos>"], eos_token_ids=[len(words)])
+        want = sorted(range(len(words)), key=words.__getitem__)
+        assert v.trie.token_ids.tolist() == want
+        data = np.frombuffer(b"".join(words), np.uint8)
+        offs = np.concatenate([[0], np.cumsum([len(w) for w in words])]).astype(np.int64)
+        assert byte_order(data, offs).tolist() == want

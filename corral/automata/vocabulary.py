@@ -368,15 +368,21 @@ class Vocabulary:
         return self._state_cache
 
     def _build_trie(self) -> TokenTrie:
+        from ..grammar.regex.dawg import byte_order
         from .bitmask import bitmask_words
         from .kernels.mask import MEMO_MIN
         from .kernels.trie import ascii_below, build_trie, skip_frontier, utf8_chars
 
-        tb = self._token_bytes
-        ids = sorted(np.flatnonzero(self._kinds == NORMAL).tolist(), key=tb.__getitem__)
-        data = np.frombuffer(b"".join([tb[i] for i in ids]), dtype=np.uint8)
-        offsets = np.zeros(len(ids) + 1, np.int64)
-        np.cumsum(np.diff(self._offsets)[ids], out=offsets[1:])
+        # the normal tokens in byte order (equal ones by id: the sort is stable), and
+        # their bytes in that order
+        order = byte_order(self._data, self._offsets)
+        ids = order[self._kinds[order] == NORMAL]
+        lengths = np.diff(self._offsets)[ids]
+        offsets = np.zeros(ids.shape[0] + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        data = self._data[
+            np.repeat(self._offsets[ids] - offsets[:-1], lengths) + np.arange(offsets[-1])
+        ]
         node_byte, depth, subtree_end, tok_start, tok_count, parent = build_trie(data, offsets)
         token_ids = np.array(ids, np.int32)
         # children of each node, in byte order (preorder lists siblings in byte order)

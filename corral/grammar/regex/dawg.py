@@ -18,7 +18,16 @@ import numpy as np
 from ...jit import kernel
 from .sparse import SparseDFA
 
-__all__ = ["concatenated", "dawg", "encoded", "sorted_unique", "trie", "trie_of", "trie_states"]
+__all__ = [
+    "byte_order",
+    "concatenated",
+    "dawg",
+    "encoded",
+    "sorted_unique",
+    "trie",
+    "trie_of",
+    "trie_states",
+]
 
 
 def trie_states(strings: list[bytes]) -> int:
@@ -226,6 +235,12 @@ def _trie_rows(
         targets[e] = x
         fill[parent[x]] = e + 1
     return row_start, labels, targets, accept
+
+
+def byte_order(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """``int64 [n]``: the strings ``buf[offs[i]:offs[i + 1]]`` sorted in byte order (a
+    prefix first), as indices; equal strings keep their order (the sort is stable)."""
+    return _byte_order(buf, offs, 0)
 
 
 def concatenated(strings: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
