@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..grammar.regex.reach import by_target
 from ..jit import kernel
 
 __all__ = ["follow_bytes"]
@@ -101,23 +102,6 @@ def _closure(value: np.ndarray, start: np.ndarray, src: np.ndarray) -> None:
 
 
 @kernel(nogil=True)
-def _csr(n: int, dst: np.ndarray, src: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``count`` edges ``src[e] -> dst[e]`` grouped by ``dst``: ``(start [n + 1],
-    sources)``."""
-    start = np.zeros(n + 1, np.int64)
-    for e in range(count):
-        start[dst[e] + 1] += 1
-    for i in range(n):
-        start[i + 1] += start[i]
-    fill = start[:n].copy()
-    out = np.empty(count, np.int64)
-    for e in range(count):
-        out[fill[dst[e]]] = src[e]
-        fill[dst[e]] += 1
-    return start, out
-
-
-@kernel(nogil=True)
 def _follow_bytes(
     item_sym: np.ndarray,
     item_lhs: np.ndarray,
@@ -162,7 +146,7 @@ def _follow_bytes(
         while item_sym[i] >= 0:
             i += 1
         i += 1  # past the production's end marker
-    start, src = _csr(NN, e_dst, e_src, ne)
+    start, src = by_target(NN, e_src, e_dst, ne)
     _closure(first, start, src)
     # FOLLOW of each symbol (terminal t, nonterminal NT + a): what comes next in each rule,
     # plus the FOLLOW of the rule's lhs where the rest of the rule is nullable (an edge)
@@ -202,7 +186,7 @@ def _follow_bytes(
                         rest[j] = first[a, j]
                     rest_nullable = False
         i = end + 1
-    start, src = _csr(NT + NN, f_dst, f_src, nf)
+    start, src = by_target(NT + NN, f_src, f_dst, nf)
     _closure(follow, start, src)
     # ignored terminals may follow anything, and anything may follow them
     ign = np.zeros(WORDS, np.uint64)

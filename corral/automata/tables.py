@@ -224,8 +224,6 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     special = np.full(NT, -1, np.int32)
     for name, tok in special_terms.items():
         special[t_index[name]] = tok
-    is_special = np.zeros(NT, bool)
-    is_special[[t_index[n] for n in special_terms]] = True
     # the first bytes of each terminal, bool [NT, 256]
     starts_read = np.zeros((NT, 256), bool)
     for i, d in enumerate(dfas):
@@ -238,7 +236,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         nullable.astype(bool),
         np.packbits(starts_read, axis=1, bitorder="little").view("<u8"),
         term_ignore.astype(bool),
-        is_special,
+        special >= 0,
     )
 
     # first bytes of the start states (the other states have none listed)

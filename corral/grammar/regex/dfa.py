@@ -958,12 +958,17 @@ def minimize(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndar
     return np.ascontiguousarray(table[:, byte_class], np.int32), acc
 
 
-def minimal_dfa(trans: np.ndarray, accept: np.ndarray) -> ByteDFA:
+def minimal_dfa(
+    trans: np.ndarray, accept: np.ndarray, classes: np.ndarray | None = None
+) -> ByteDFA:
     """:func:`minimize` as a :class:`ByteDFA` in the compact form (its columns are not
-    spread over the 256 bytes)."""
+    spread over the 256 bytes). ``classes`` (``int [256]``): ``trans`` has a column per
+    class of bytes, byte ``b`` reading column ``classes[b]``; ``None``: a column per byte."""
     if trans.shape[0] == 0:
         return ByteDFA(trans, accept)
     table, byte_class, acc = _minimal_columns(trans, accept)
+    if classes is not None:
+        byte_class = byte_class[classes]
     distinct, merged = column_classes(table)
     if distinct.shape[1] < table.shape[1]:  # merged states made columns equal
         table, byte_class = distinct, merged[byte_class]
@@ -1208,12 +1213,7 @@ def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_DFA_STATE
     if not minimal:
         small, col_class = column_classes(table)
         return ByteDFA.from_columns(small, col_class[classes], accept)
-    table, col_class, acc = _minimal_columns(table, accept)
-    byte_class = col_class[classes]
-    distinct, merged = column_classes(table)
-    if distinct.shape[1] < table.shape[1]:  # merged states made columns equal
-        table, byte_class = distinct, merged[byte_class]
-    return ByteDFA.from_columns(table, byte_class, acc)
+    return minimal_dfa(table, accept, classes)
 
 
 def complement(a: ByteDFA) -> ByteDFA:
