@@ -115,8 +115,14 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                 break
         live.append(m)
     after_live = rss_bytes()
-    # corral's masks stored by parse state (automata/mask_cache.py), part of "live"
-    mask_cache = sum(getattr(getattr(h, "mask_cache", None), "nbytes", 0) for _, h, _ in compiled)
+    # corral's masks stored by parse state (automata/mask_cache.py), part of "live"; a
+    # whole mask shared by several grammars counted once
+    caches = [h.mask_cache for _, h, _ in compiled if hasattr(h, "mask_cache")]
+    mask_cache = 0
+    if caches:
+        from corral.automata.mask_cache import held_bytes
+
+        mask_cache = held_bytes(caches)
     return {
         "engine": args.child,
         "vocab_size": len(tok),

@@ -15,7 +15,7 @@ from support.tokenizers import load_tokenizer, load_vocab
 
 import corral
 from corral import allocate_bitmask, bitmask_to_bool
-from corral.automata.mask_cache import MaskCache
+from corral.automata.mask_cache import MaskCache, held_bytes
 
 # Words made of several lexemes (``helloWorld`` is RULE ``hello`` then TOKEN ``World``):
 # the masks that walk below lexeme ends, as in Lark's own grammar.
@@ -145,12 +145,83 @@ def test_budget_and_policy() -> None:
     cache.offer(5, masks[5], cost_ns=1000)  # then the oldest costly one
     assert cache.get(2) is None and len(cache) == 3
     stored = cache.get(3)
-    assert stored is not None and not stored.flags.writeable
+    assert stored is not None
     masks[3][:] = 99  # the cache keeps its own copy
+    stored[:] = 98  # and hands out copies
     assert np.array_equal(cache.get(3), np.full(4, 3, np.uint32))
     off = MaskCache(words=4, max_bytes=0)
     off.offer(5, masks[5], cost_ns=10**9)
     assert len(off) == 0 and off.get(5) is None
+
+
+def _random_mask(rng: np.random.Generator, words: int, kind: str) -> np.ndarray:
+    """A mask of ``words`` words: few tokens (set bits in at most an eighth of the words),
+    nearly all tokens (the complement of such a mask), or random words."""
+    if kind == "mixed":
+        return rng.integers(0, 2**32, words, dtype=np.uint64).astype(np.uint32)
+    mask = np.zeros(words, np.uint32)
+    for t in rng.integers(0, 32 * words, int(rng.integers(0, words // 8 + 1))).tolist():
+        mask[t >> 5] |= np.uint32(1 << (t & 31))
+    return ~mask if kind == "full" else mask
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.sampled_from([1, 3, 100, 4009, 8193]),
+    kind=st.sampled_from(["few", "full", "mixed"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_stored_forms_give_back_the_mask(words: int, kind: str, seed: int) -> None:
+    """Whatever form a mask is stored in (its few words that differ from 0 or from all
+    ones, or whole), filling gives back exactly that mask, over whatever ``dst`` held;
+    ``nbytes`` is what the forms hold, and nearly empty or full masks take less room."""
+    rng = np.random.default_rng(seed)
+    cache = MaskCache(words=words, min_cost_ns=0)
+    masks = [_random_mask(rng, words, kind) for _ in range(4)]
+    for key, mask in enumerate(masks):
+        cache.offer(key, mask, cost_ns=1)
+    assert len(cache) == 4
+    total = 0
+    for key, mask in enumerate(masks):
+        dst = rng.integers(0, 2**32, words, dtype=np.uint64).astype(np.uint32)
+        assert cache.fill(key, dst) and np.array_equal(dst, mask)
+        entry = cache.masks[key]
+        total += entry.nbytes if isinstance(entry, np.ndarray) else 0
+    assert cache.nbytes >= total
+    if kind != "mixed" and words >= 100:
+        assert cache.nbytes < 4 * 4 * words
+    assert not cache.fill(99, np.zeros(words, np.uint32))
+
+
+def test_whole_masks_are_shared_between_grammars() -> None:
+    """Two caches storing the same mixed mask hold one array; a different mask of the
+    same size is not mistaken for it."""
+    rng = np.random.default_rng(0)
+    mask = _random_mask(rng, 4009, "mixed")
+    a, b = MaskCache(words=4009, min_cost_ns=0), MaskCache(words=4009, min_cost_ns=0)
+    a.offer(1, mask, cost_ns=1)
+    b.offer(7, mask.copy(), cost_ns=1)
+    assert a.masks[1] is b.masks[7]
+    assert held_bytes([a, b]) == a.nbytes + b.nbytes - mask.nbytes  # the shared copy once
+    other = mask.copy()
+    other[5] ^= np.uint32(1)
+    b.offer(8, other, cost_ns=1)
+    assert b.masks[8] is not a.masks[1] and np.array_equal(b.get(8), other)
+
+
+def test_budget_counts_stored_forms() -> None:
+    """The budget holds many nearly empty masks where it holds few whole ones."""
+    words = 4009
+    cache = MaskCache(words=words, max_bytes=4 * 4 * words, min_cost_ns=0)
+    for key in range(40):
+        mask = np.zeros(words, np.uint32)
+        mask[key] = 1
+        cache.offer(key, mask, cost_ns=1)
+    assert len(cache) == 40 and cache.nbytes <= cache.max_bytes
+    rng = np.random.default_rng(1)
+    for key in range(100, 106):
+        cache.offer(key, _random_mask(rng, words, "mixed"), cost_ns=1)
+    assert cache.nbytes <= cache.max_bytes and 105 in cache.masks
 
 
 def test_matchers_interleaved_on_one_thread_share_scratch_safely() -> None:
@@ -172,6 +243,69 @@ def test_matchers_interleaved_on_one_thread_share_scratch_safely() -> None:
         assert np.array_equal(_allowed(b), want)
         for m in (a, b, r):
             m.consume(t)
+
+
+def test_charts_of_several_grammars_share_a_threads_scratch() -> None:
+    """Charts share their dedupe scratch (``stamp``, ``sorig``) with every chart run on the
+    same thread (``automata/chart.py``). Matchers of three grammars, the largest one run
+    far ahead so that the scratch holds its rows, interleaved token by token while their
+    charts start small and grow, then moved to another thread and forked half way, give
+    every mask that each gives alone on a thread of its own."""
+    import threading
+
+    tok, vocab = load_tokenizer("gpt2"), load_vocab("gpt2")
+    json_text = '{"items": [{"name": "a b", "n": 12}, {"name": "", "n": -3}], "tag": "b"}'
+    specs = [
+        (grammar_text("json"), '{"k": [1, 2.5, "x", {"y": null}], "z": true}'),
+        (SPLIT_WORDS, SPLIT_TEXT * 3),
+        (SCHEMA, json_text),
+    ]
+    docs = [tok.encode(text, add_special_tokens=False) for _, text in specs]
+
+    def alone(i: int, out: list) -> None:
+        g = corral.compile(specs[i][0], vocab, cache=False)
+        g.mask_cache.max_bytes = 0
+        m = g.matcher()
+        for t in docs[i]:
+            out.append(_allowed(m))
+            m.consume(t)
+        out.append(bool(m.is_accepting()))
+
+    want: list[list] = [[] for _ in specs]
+    for i in range(len(specs)):
+        th = threading.Thread(target=alone, args=(i, want[i]))
+        th.start()
+        th.join()
+    grammars = []
+    for spec, _ in specs:
+        g = corral.compile(spec, vocab, cache=False)
+        g.mask_cache.max_bytes = 0
+        grammars.append(g)
+    big = grammars[0].matcher()  # run through first: its rows are in the scratch
+    for t in docs[0]:
+        big.consume(t)
+    matchers = [g.matcher() for g in grammars]
+    got: list[list] = [[] for _ in specs]
+
+    def step(lo: int, hi: int) -> None:
+        for pos in range(lo, hi):
+            for i, m in enumerate(matchers):
+                if pos < len(docs[i]):
+                    got[i].append(_allowed(m))
+                    m.consume(docs[i][pos])
+
+    half = max(len(d) for d in docs) // 2
+    step(0, half)
+    matchers = [m.fork() for m in matchers]  # copies of the charts, then another thread
+    th = threading.Thread(target=step, args=(half, max(len(d) for d in docs)))
+    th.start()
+    th.join()
+    for i, m in enumerate(matchers):
+        got[i].append(bool(m.is_accepting()))
+        assert len(got[i]) == len(want[i])
+        for a, b in zip(got[i], want[i], strict=True):
+            assert np.array_equal(a, b)
+        assert got[i][-1] is True
 
 
 def test_a_full_memo_grows_and_the_mask_stays_exact() -> None:

@@ -278,7 +278,7 @@ def test_trie_lists_tokens_in_byte_order_equal_ones_by_id() -> None:
     rng = random.Random(7)
     for _ in range(30):
         words = [bytes(rng.choice(b"ab\xc3") for _ in range(rng.randint(1, 4))) for _ in range(200)]
-        v = Vocabulary(words + [b"<eos>"], eos_token_ids=[len(words)])
+        v = Vocabulary([*words, b"<eos>"], eos_token_ids=[len(words)])
         want = sorted(range(len(words)), key=words.__getitem__)
         assert v.trie.token_ids.tolist() == want
         data = np.frombuffer(b"".join(words), np.uint8)

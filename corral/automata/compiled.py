@@ -75,7 +75,7 @@ class CompiledGrammar:
             ]
         self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
-        self.chart_rows = [0, 0]  # item rows new matchers' charts start with (chart.py)
+        self.chart_rows = [0, 0, 0]  # rows new matchers' charts start with (chart.py)
         self.budgets: TokenBudgets | None = None  # lexemes of at most so many tokens
         if grammar.token_budgets:
             from .token_budgets import TokenBudgets

@@ -111,10 +111,7 @@ class Matcher:
                 dst[e >> 5] |= np.uint32(1 << (e & 31))
             return
         key = chart.S.item(top - 1, S_HASH)
-        cached = c.mask_cache.get(key)
-        if cached is not None:
-            dst[:] = cached
-        else:
+        if not c.mask_cache.fill(key, dst):
             t0 = time.perf_counter_ns()
             self._fill_kernel(dst, top)
             c.mask_cache.offer(key, dst, time.perf_counter_ns() - t0)

@@ -27,11 +27,15 @@ in ``kernels/layout.py``):
   structural hash of the set (its items, each origin replaced by the origin set's own
   hash), equal for sets that behave the same wherever they lie. ``S[n_sets, S_P]`` and
   ``S[n_sets, S_L]`` are always the ends of the last set.
-* ``stamp``: ``int64 [NI + 2G + NN + scratch]`` dedupe stamps (and the scratch of
-  ``classify_set``); ``sorig``: ``int32 [NI + G]``, for a dotted rule (or lexer state)
-  stamped in the set being built, the row of its last item there; ``link`` chains each
-  item to the previous one of the same rule (state) in its set, ``-1`` ending the chain.
-  An item is not added twice: nor again with another origin of the same class.
+* ``stamp``: ``int64 [NI + 2G + NN + scratch + 1]`` (or longer) dedupe stamps (and the
+  scratch of ``classify_set``); ``sorig``: ``int32 [NI + G]`` (or longer), for a dotted
+  rule (or lexer state) stamped in the set being built, the row of its last item there;
+  ``link`` chains each item to the previous one of the same rule (state) in its set,
+  ``-1`` ending the chain. An item is not added twice: nor again with another origin of
+  the same class. Stamps are compared with the serial of the set being built, which
+  ``next_serial`` takes from the stamp's own last slot: serials never repeat for one
+  stamp array, so the two arrays are scratch that any number of charts (of any grammars)
+  may share, one kernel call at a time (``chart.py`` shares them per thread).
 * ``ctx``: ``int64 [CTX_LEN]`` cursors of the set being built and counters kept for
   callers (the ``C_*`` slots).
 
@@ -113,12 +117,11 @@ def _add_p(P, stamp, sorig, ctx, it, o, cls):  # type: ignore[no-untyped-def]
             if P[q, P_CLASS] == cls:
                 return
             q = P[q, P_LINK]
-    else:
-        stamp[it] = ser
     pc = ctx[C_PC]
     if pc >= P.shape[0]:
         ctx[C_ERR] = ERR_P
         return
+    stamp[it] = ser  # with sorig below: a stamped rule's sorig is always this set's row
     P[pc, P_ITEM] = it
     P[pc, P_ORIGIN] = o
     P[pc, P_LINK] = prev
@@ -140,12 +143,11 @@ def _add_l(L, stamp, sorig, ctx, ni, g, o, cls):  # type: ignore[no-untyped-def]
             if L[q, L_CLASS] == cls:
                 return
             q = L[q, L_LINK]
-    else:
-        stamp[ni + g] = ser
     lc = ctx[C_LC]
     if lc >= L.shape[0]:
         ctx[C_ERR] = ERR_L
         return
+    stamp[ni + g] = ser
     L[lc, L_STATE] = g
     L[lc, L_ORIGIN] = o
     L[lc, L_LINK] = prev
@@ -178,10 +180,18 @@ def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, o):  # type: ignore[no
 
 
 @kernel(nogil=True, inline="always")
-def _begin(S, ctx, k):  # type: ignore[no-untyped-def]
+def next_serial(stamp):  # type: ignore[no-untyped-def]
+    """A stamp value never handed out before for ``stamp``: its last slot counts them."""
+    last = stamp.shape[0] - 1
+    stamp[last] += 1
+    return stamp[last]
+
+
+@kernel(nogil=True, inline="always")
+def _begin(S, stamp, ctx, k):  # type: ignore[no-untyped-def]
     ctx[C_PC] = S[k, S_P]
     ctx[C_LC] = S[k, S_L]
-    ctx[C_SERIAL] += 1
+    ctx[C_SERIAL] = next_serial(stamp)
     ctx[C_ACC] = 0
     ctx[C_ERR] = 0
     ctx[C_TERM] = 0
@@ -289,7 +299,7 @@ def init_chart(gt, lex, P, L, S, stamp, sorig, ctx):  # type: ignore[no-untyped-
     S[0, S_P] = 0
     S[0, S_L] = 0
     S[0, S_HASH] = 0
-    _begin(S, ctx, 0)
+    _begin(S, stamp, ctx, 0)
     _add_p(P, stamp, sorig, ctx, gt[H_START], 0, -1)
     return _close(gt, P, L, S, stamp, sorig, ctx, 0)
 
@@ -316,7 +326,7 @@ def _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # typ
         return 0
     if k + 1 >= S.shape[0]:
         return ERR_S
-    _begin(S, ctx, k)
+    _begin(S, stamp, ctx, k)
     for idx in range(S[j, S_L], S[j + 1, S_L]):
         g = L[idx, L_STATE]
         if g_only >= 0:
@@ -359,7 +369,7 @@ def scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, k, byte):  # type: ignore[no-
     if b + 1 >= S.shape[0]:
         return ERR_S
     # 2. the byte set: every lexeme item that reads the byte
-    _begin(S, ctx, b)
+    _begin(S, stamp, ctx, b)
     l0 = S[b, S_L]
     for idx in range(S[j, S_L], S[j + 1, S_L]):
         g2 = lex_next(lex, L[idx, L_STATE], cls)
@@ -451,7 +461,7 @@ def consume_special(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, g):  # type: ig
     k = n_sets + 1 if e > 0 else n_sets
     if k + 1 >= S.shape[0]:
         return ERR_S
-    _begin(S, ctx, k)
+    _begin(S, stamp, ctx, k)
     t = gt[gt[H_LEX_TERM] + g]
     for idx in range(S[j, S_L], S[j + 1, S_L]):
         if L[idx, L_STATE] == g:
@@ -463,17 +473,21 @@ def consume_special(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, g):  # type: ig
     return _close(gt, P, L, S, stamp, sorig, ctx, k)
 
 
-def new_chart(
-    ni: int, g: int, nt: int, nn: int, cap_p: int, cap_l: int, cap_s: int
-) -> tuple[np.ndarray, ...]:
-    """Fresh chart arrays (see the module docs)."""
+def new_chart(cap_p: int, cap_l: int, cap_s: int) -> tuple[np.ndarray, ...]:
+    """Fresh chart arrays ``(P, L, S, ctx)`` (see the module docs) with room for
+    ``cap_p`` parser items, ``cap_l`` lexeme items and ``cap_s - 1`` sets."""
     P = np.zeros((cap_p, ITEM_COLS), np.int64)
     L = np.zeros((cap_l, ITEM_COLS), np.int64)
     S = np.zeros((cap_s, SET_COLS), np.int64)
-    stamp = np.full(ni + 2 * g + nn + scratch_size(nt, nn), -1, np.int64)
-    sorig = np.zeros(ni + g, np.int32)
     ctx = np.zeros(CTX_LEN, np.int64)
-    return P, L, S, stamp, sorig, ctx
+    return P, L, S, ctx
+
+
+def scratch_sizes(ni: int, g: int, nt: int, nn: int) -> tuple[int, int]:
+    """The least lengths of ``(stamp, sorig)`` for a grammar of ``ni`` dotted rules,
+    ``g`` lexer states, ``nt`` terminals and ``nn`` nonterminals (the stamp's last slot
+    included). Longer arrays do as well."""
+    return ni + 2 * g + nn + scratch_size(nt, nn) + 1, ni + g
 
 
 __all__ = [
@@ -484,6 +498,8 @@ __all__ = [
     "end_lexemes",
     "init_chart",
     "new_chart",
+    "next_serial",
     "scan_byte",
+    "scratch_sizes",
     "seal_byte_set",
 ]

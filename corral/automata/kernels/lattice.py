@@ -117,7 +117,7 @@ def scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     b = nxt
     if b + 2 >= S.shape[0]:
         return ERR_S
-    _begin(S, ctx, b)
+    _begin(S, stamp, ctx, b)
     l0 = S[b, S_L]
     trap = gt[H_TRAP]  # a blocked lexeme end: dropped like a dead lexeme (see scan_byte)
     for ci in range(n_c):
@@ -157,7 +157,7 @@ def scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     if u + 2 >= S.shape[0]:
         return ERR_S
     ni = gt[H_NI]
-    _begin(S, ctx, u)
+    _begin(S, stamp, ctx, u)
     for idx in range(S[j, S_L], S[j + 1, S_L]):
         _add_l(L, stamp, sorig, ctx, ni, L[idx, L_STATE], L[idx, L_ORIGIN], L[idx, L_CLASS])
     for idx in range(S[b, S_L], S[b + 1, S_L]):

@@ -63,7 +63,7 @@ C_SERIAL = 2  # a new value per set
 C_ACC = 3  # the set accepts
 C_ERR = 4  # capacity error
 C_TERM = 5  # a terminal was predicted
-C_SCRATCH = 6  # scratch serial for callers (completion sets of a mask walk)
+# slot 6 is free (serials for the stamp come from the stamp array itself: earley.py)
 C_SCRATCH2 = 7  # scratch serial for callers (the generation of a mask's memo)
 C_OWNACC = 8  # the start rule completed in this set
 C_VERSION = 9  # version counter for callers (last set version handed out)

@@ -36,9 +36,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...jit import kernel
-from .earley import complete_state, end_lexemes
+from .earley import complete_state, end_lexemes, next_serial
 from .layout import (
-    C_SCRATCH,
     C_SCRATCH2,
     C_VERSION,
     ERR_DEPTH,
@@ -1117,8 +1116,7 @@ def fill_mask(  # type: ignore[no-untyped-def]
         for e in eos_ids:
             out[e >> 5] |= np.uint32(1 << (e & 31))
     # 1. tokens that stay inside the current lexeme: cached per lexer state
-    ctx[C_SCRATCH] += 1
-    ser = ctx[C_SCRATCH]
+    ser = next_serial(stamp)
     n_words = out.shape[0]
     n_rwords = rk.shape[0]
     for idx in range(l_lo, l_hi):
@@ -1158,8 +1156,7 @@ def fill_mask(  # type: ignore[no-untyped-def]
                     if sp >= 0:
                         out[sp >> 5] |= np.uint32(1 << (sp & 31))
     # 2. tokens inside which the lexeme ends: walk on from the recorded end edges
-    ctx[C_SCRATCH] += 1
-    ser = ctx[C_SCRATCH]
+    ser = next_serial(stamp)
     ctx[C_SCRATCH2] += 1  # memo generation
     k = n_sets
     for i in range(frames.shape[0]):
