@@ -99,6 +99,18 @@ def test_the_trie_reads_exactly_the_set_with_one_state_a_prefix(words: set[bytes
         for b, t in zip(d.labels[lo:hi].tolist(), d.targets[lo:hi].tolist(), strict=True):
             spelled[t] = spelled[s] + bytes([b])
     assert spelled == sorted(prefixes)
+    # the targets follow from the child counts (all a grammar's fingerprint hashes of them)
+    assert d.preorder_trie
+    targets = np.full(d.n_transitions, -1)
+
+    def subtree(x: int) -> int:  # the first state after x's subtree
+        after = x + 1
+        for e in range(int(d.row_start[x]), int(d.row_start[x + 1])):
+            targets[e] = after
+            after = subtree(after)
+        return after
+
+    assert subtree(0) == d.n_states and np.array_equal(targets, d.targets)
     again = trie(sorted(words, reverse=True) + sorted(words))
     for a, b in zip(astuple(d), astuple(again), strict=True):
         assert np.array_equal(a, b)

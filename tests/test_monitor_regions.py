@@ -4,6 +4,8 @@ allowed followed by free text (``corral/monitors/region.py``), on a real vocabul
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from support.tokenizers import load_vocab
 
 import corral
@@ -35,6 +37,24 @@ def test_outside_text_stops_at_the_trigger_and_no_token_crosses_it() -> None:
     ending = [t for t in range(v.size) if v.token_bytes(t) in (b".", b"x.")]
     assert set(ending) <= allowed
     assert m.consume_bytes(b".") and m.allowed_token_ids().tolist() == list(v.eos_token_ids)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sets(st.text(alphabet="abé_", min_size=1, max_size=4), min_size=1, max_size=8),
+        min_size=2,
+        max_size=2,
+    )
+)
+@example([{"a"}, {"b"}])  # one shape, other bytes
+@example([{"ab", "b"}, {"ab", "a"}])
+@example([{"ab", "a"}, {"ab", "a_"}])  # other accepting states
+def test_names_are_one_grammar_exactly_when_they_are_one_set(sets) -> None:  # type: ignore[no-untyped-def]
+    """The fingerprint of a region's grammar (which names it in the compile cache)
+    tells any two sets of names apart, and only them."""
+    a, b = (region_grammar(region_constraint(sorted(x)), DOT, "identifier") for x in sets)
+    assert (a.fingerprint == b.fingerprint) == (sets[0] == sets[1])
 
 
 @pytest.mark.parametrize(

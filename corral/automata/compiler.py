@@ -42,7 +42,8 @@ DEFAULT_MAX_BYTES = 512 << 20
 
 
 def _compiled_bytes(compiled: CompiledGrammar) -> int:
-    return int(compiled.cache_stats()["bytes"])
+    """``compiled.cache_stats()["bytes"]``: its tables and the token caches built so far."""
+    return compiled.caches.nbytes() + int(compiled.tables.nbytes())
 
 
 class CompileCache:

@@ -207,16 +207,6 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     lex_trans, byte_class, sparse = _lexer_table(
         grammar, term_names, dfas, starts, D, G, trap, special_terms
     )
-    lex_term = np.zeros(G, np.int32)
-    lex_accept = np.zeros(G, np.int32)
-    lex_is_start = np.zeros(G, np.int32)
-    for i, d in enumerate(dfas):
-        o = int(starts[i])
-        lex_term[o : o + d.n_states] = i
-        lex_accept[o : o + d.n_states] = d.accept
-        if d.n_states:
-            lex_is_start[o] = 1
-    n_cls = lex_trans.shape[1]
     term_ignore = np.zeros(NT, np.int32)
     ignore_list = [t_index[n] for n in grammar.ignore]
     for i in ignore_list:
@@ -238,21 +228,15 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         term_ignore.astype(bool),
         special >= 0,
     )
-
     # first bytes of the start states (the other states have none listed)
-    first_count = np.zeros(G, np.int32)
-    first_bytes: list[np.ndarray] = []
+    first_at: list[tuple[int, np.ndarray]] = []  # (start state, its first bytes)
     for i in np.argsort(starts, kind="stable").tolist():  # in state order
         if sizes[i]:
-            o = int(starts[i])
             fb = np.flatnonzero(starts_read[i]).astype(np.int32)
             if term_names[i] in special_terms:
                 fb = fb[:0]  # matched by its special token only, never by bytes
-            first_bytes.append(fb)
-            first_count[o] = fb.shape[0]
-    first_start = np.zeros(G + 1, np.int32)
-    np.cumsum(first_count, out=first_start[1:])
-    sections: list[tuple[int, np.ndarray]] = [
+            first_at.append((int(starts[i]), fb))
+    sections: list[tuple[int, np.ndarray | int]] = [
         (H_ITEM_SYM, np.array(item_sym, np.int32)),
         (H_ITEM_LHS, np.array(item_lhs, np.int32)),
         (H_PRED_START, pred_start),
@@ -260,18 +244,42 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         (H_NULLABLE, nullable),
         (H_TERM_START, starts),
         (H_TERM_IGNORE, term_ignore),
-        (H_LEX_TERM, lex_term),
-        (H_LEX_ACCEPT, lex_accept),
+        (H_LEX_TERM, G),
+        (H_LEX_ACCEPT, G),
         (H_BYTE_CLASS, byte_class),
         (H_IGNORE_LIST, np.array(ignore_list, np.int32)),
-        (H_LEX_IS_START, lex_is_start),
+        (H_LEX_IS_START, G),
         (H_SPECIAL_TERM, special),
         (H_FOLLOW_BYTES, follow_bits),
-        (H_FIRST_START, first_start),
-        (H_FIRST_BYTES, np.concatenate(first_bytes) if first_bytes else np.zeros(0, np.int32)),
+        (H_FIRST_START, G + 1),
+        (H_FIRST_BYTES, np.concatenate([fb for _, fb in first_at] or [np.zeros(0, np.int32)])),
     ]
-    total = HEADER_LEN + sum(a.shape[0] for _, a in sections)
+    # one array: the sections as long as the lexer (tens of thousands of states for a
+    # monitor's names; an int in `sections`) are written where they lie, not built apart
+    total = HEADER_LEN + sum(a if isinstance(a, int) else a.shape[0] for _, a in sections)
     gt = np.zeros(total, np.int32)
+    views: dict[int, np.ndarray] = {}
+    pos = HEADER_LEN
+    for slot, arr in sections:
+        n = arr if isinstance(arr, int) else arr.shape[0]
+        gt[slot] = pos
+        if isinstance(arr, int):
+            views[slot] = gt[pos : pos + n]
+        else:
+            gt[pos : pos + n] = arr
+        pos += n
+    lex_term, lex_accept = views[H_LEX_TERM], views[H_LEX_ACCEPT]
+    lex_is_start, first_start = views[H_LEX_IS_START], views[H_FIRST_START]
+    for i, d in enumerate(dfas):
+        o = int(starts[i])
+        lex_term[o : o + d.n_states] = i
+        lex_accept[o : o + d.n_states] = d.accept
+        if d.n_states:
+            lex_is_start[o] = 1
+    for o, fb in first_at:
+        first_start[o + 1] = fb.shape[0]
+    np.cumsum(first_start, out=first_start)
+    n_cls = lex_trans.shape[1]
     gt[H_NT], gt[H_NN], gt[H_NI], gt[H_G] = NT, NN, NI, G
     gt[H_FINAL] = first_item[0] + 1
     gt[H_START] = first_item[0]
@@ -279,11 +287,6 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     gt[H_N_IGNORE] = len(ignore_list)
     gt[H_N_SPECIAL] = len(special_terms)
     gt[H_TRAP] = trap
-    pos = HEADER_LEN
-    for slot, arr in sections:
-        gt[slot] = pos
-        gt[pos : pos + arr.shape[0]] = arr
-        pos += arr.shape[0]
     gt.setflags(write=False)
     lex_trans.setflags(write=False)
     for arr in sparse:

@@ -219,9 +219,20 @@ class Grammar:
             for name in sorted(self.terminals):
                 t = self.terminals[name]
                 h.update(f"T {name} {t.dfa.n_states} {t.special!r}\n".encode())
-                if isinstance(t.dfa, SparseDFA):
-                    h.update(b"sparse")
-                    for part in (t.dfa.row_start, t.dfa.labels, t.dfa.targets):
+                if isinstance(t.dfa, SparseDFA) and t.dfa.preorder_trie:
+                    # a trie in preorder is its states' child counts (at most 256 each),
+                    # their bytes and the accepting states: the targets follow
+                    h.update(b"trie")
+                    h.update(np.diff(t.dfa.row_start).astype(np.uint16).data)
+                    h.update(np.ascontiguousarray(t.dfa.labels).data)
+                elif isinstance(t.dfa, SparseDFA):
+                    row_start = t.dfa.row_start
+                    if row_start[-1] < 2**31:  # hashed as int32: half the bytes to hash
+                        h.update(b"sparse32")
+                        row_start = row_start.astype(np.int32)
+                    else:
+                        h.update(b"sparse")
+                    for part in (row_start, t.dfa.labels, t.dfa.targets):
                         h.update(np.ascontiguousarray(part).data)  # no copy
                 else:  # the canonical compact form: equal automata, equal arrays
                     for part in t.dfa.columns():

@@ -286,7 +286,7 @@ def trie_of(buf: np.ndarray, offs: np.ndarray, sep: int = 0) -> SparseDFA:
     or :func:`concatenated` give them)."""
     if offs.shape[0] == 1:
         return SparseDFA.empty()
-    return SparseDFA(*_trie_rows(buf, offs, sep))
+    return SparseDFA(*_trie_rows(buf, offs, sep), preorder_trie=True)
 
 
 def dawg(strings: Iterable[bytes]) -> SparseDFA:

@@ -38,6 +38,11 @@ class SparseDFA:
             a row.
         targets: ``int32 [n_transitions]``: the state after it.
         accept: ``bool [n_states]``.
+        preorder_trie: set by :func:`~corral.grammar.regex.dawg.trie_of` only: the
+            automaton is a trie whose states are numbered in preorder, each state's
+            children in increasing byte order. Its targets then follow from ``row_start``
+            (a state's first child is the next state, each later child comes after the
+            subtree of the one before), so a fingerprint need not hash them.
 
     Start state is ``0``; every state can reach an accepting state.
     """
@@ -46,6 +51,7 @@ class SparseDFA:
     labels: np.ndarray
     targets: np.ndarray
     accept: np.ndarray
+    preorder_trie: bool = False
 
     def __post_init__(self) -> None:
         if self.row_start.shape != (self.accept.shape[0] + 1,):
