@@ -308,6 +308,21 @@ def test_charts_of_several_grammars_share_a_threads_scratch() -> None:
         assert got[i][-1] is True
 
 
+def test_a_threads_chart_scratch_grows_and_is_not_kept_past_its_bound() -> None:
+    """The thread's chart scratch grows to the largest grammar's needs (charts holding
+    the smaller arrays keep them); a grammar past the bound gets arrays of its own."""
+    from corral.automata.chart import _KEEP_STAMP, ChartScratch
+
+    sc = ChartScratch()
+    small = sc.arrays(100, 40)
+    assert small[0].shape[0] >= 100 and small[1].shape[0] >= 40 and (small[0] == -1).all()
+    assert sc.arrays(90, 30)[0] is small[0]  # large enough: the same arrays
+    grown = sc.arrays(1000, 400)
+    assert grown[0] is not small[0] and grown[0].shape[0] >= 1000 and (grown[0] == -1).all()
+    own = sc.arrays(_KEEP_STAMP + 1, 10)
+    assert own[0].shape[0] == _KEEP_STAMP + 1 and sc.stamp is grown[0]
+
+
 def test_a_full_memo_grows_and_the_mask_stays_exact() -> None:
     """A memo too small for a mask makes the kernel ask for a larger one; the retried
     mask is the same as with a large memo."""

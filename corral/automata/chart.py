@@ -175,9 +175,13 @@ def chart_scratch() -> ChartScratch:
     return per_thread("chart", ChartScratch)
 
 
+_KEEP_STAMP = 1 << 20  # a thread keeps scratch for grammars of up to this many slots (8 MB)
+
+
 class ChartScratch:
     """One thread's ``stamp`` (``int64``) and ``sorig`` (``int32``) arrays for the chart
-    kernels, as long as the largest grammar run on the thread needs."""
+    kernels, as long as the largest grammar run on the thread needs (up to
+    ``_KEEP_STAMP`` stamp slots: a larger grammar's charts get arrays of their own)."""
 
     def __init__(self) -> None:
         self.stamp = np.full(0, -1, np.int64)
@@ -186,7 +190,11 @@ class ChartScratch:
     def arrays(self, n_stamp: int, n_sorig: int) -> tuple[np.ndarray, np.ndarray]:
         """``(stamp, sorig)`` of at least ``n_stamp`` and ``n_sorig`` slots. Larger ones
         replace the thread's when needed; charts that hold the old ones keep them (their
-        stamps and serials are their own, so either array stays correct)."""
+        stamps and serials are their own, so either array stays correct). Past
+        ``_KEEP_STAMP`` slots (a million entity names: 1.7 million lexer states), fresh
+        arrays that go with the chart, so that a thread does not keep tens of MB."""
+        if n_stamp > _KEEP_STAMP:
+            return np.full(n_stamp, -1, np.int64), np.zeros(n_sorig, np.int32)
         if self.stamp.shape[0] < n_stamp:
             self.stamp = np.full(max(n_stamp, self.stamp.shape[0] * 3 // 2), -1, np.int64)
         if self.sorig.shape[0] < n_sorig:
