@@ -41,11 +41,6 @@ DEFAULT_MAX_GRAMMARS = 64
 DEFAULT_MAX_BYTES = 512 << 20
 
 
-def _compiled_bytes(compiled: CompiledGrammar) -> int:
-    """``compiled.cache_stats()["bytes"]``: its tables and the token caches built so far."""
-    return compiled.caches.nbytes() + int(compiled.tables.nbytes())
-
-
 class CompileCache:
     """The caches of a :class:`Compiler`: compiled grammars and built grammars. Thread-safe.
 
@@ -71,7 +66,7 @@ class CompileCache:
         max_sources: int | None = None,
     ) -> None:
         self.compiled: BoundedCache[tuple[str, str], CompiledGrammar] = BoundedCache(
-            max_entries, max_bytes=max_bytes, size_of=_compiled_bytes
+            max_entries, max_bytes=max_bytes, size_of=CompiledGrammar.nbytes
         )
         self.grammars: BoundedCache[Hashable, Grammar] = BoundedCache(
             4 * max_entries if max_sources is None else max_sources

@@ -99,8 +99,8 @@ class TokenCaches:
             }
 
     def nbytes(self) -> int:
-        """Bytes of the caches written so far (as ``stats()["bytes"]``, without counting
-        the cached states: one array pass fewer, for a compile cache's accounting)."""
+        """Bytes of the caches written so far (``stats()["bytes"]``, without the pass over
+        every state that counts the cached ones)."""
         return int(
             self._n_dense * (self.words + self.rank_words) * 4 + 4 * (self._n_sparse + self._n_ends)
         )
