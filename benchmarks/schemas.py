@@ -313,9 +313,9 @@ class SchemaEngine(Engine):
 class CorralSchemaEngine(SchemaEngine, CorralEngine):
     interruptible = True
     schema_notes = (
-        "corral.compile(schema_text, vocab, cache=False, precompute=False, "
-        "time_budget_s=timeout): schema translation, grammar and automata; lexer-state token "
-        "caches are built lazily, on first use inside mask calls (the first mask of TTFM "
+        "corral.compile(schema_text, vocab, cache=False, time_budget_s=timeout): schema "
+        "translation, grammar and automata; lexer-state token caches are built lazily (the "
+        "default), on first use inside mask calls (the first mask of TTFM "
         "builds the start state's); whitespace='compact' (no whitespace but one optional "
         "space after ',' and ':'); final_check on (jsonschema validation of the complete "
         "document inside is_accepting and the EOS decision of the last mask)"
@@ -326,7 +326,7 @@ class CorralSchemaEngine(SchemaEngine, CorralEngine):
 
         try:
             return self._corral.compile(
-                schema_text, self.vocab, cache=False, precompute=False, time_budget_s=timeout_s
+                schema_text, self.vocab, cache=False, time_budget_s=timeout_s
             )
         except CompileBudgetError as e:
             raise CompileTimeoutError(str(e)) from e

@@ -41,8 +41,7 @@ text through it (code loading and Numba JIT). Then, before every measurement:
   (``vocab.state_cache``, in memory) emptied, and the process-wide memos of automata built
   from schema parts (``shared_automata`` builders, the string-body cache) cleared; no
   ``cache_dir`` (nothing read from or written to disk). ``precompute`` is left at its
-  default, so grammars of more than 256 lexer states (all of these) build token caches
-  lazily, inside mask calls;
+  default, so token caches are built lazily, inside mask calls;
 * XGrammar: a new ``GrammarCompiler(tokenizer_info, max_threads=1, cache_enabled=False)``
   (made outside the timing), then ``compile_structural_tag(spec)``, which builds the
   adaptive token-mask cache of every grammar state;
@@ -389,7 +388,7 @@ class CorralST(StructuralMixin, CorralEngine):
         "grammars) is emptied and the process-wide automata memos (shared_automata "
         "builders, strings._BODY_CACHE) are cleared; kept: the vocabulary and its token "
         "trie (tokenizer preprocessing), Numba's compiled kernels, constant tables "
-        "(Unicode classes); precompute default (lazy token caches above 256 lexer states)"
+        "(Unicode classes); precompute default (lazy token caches)"
     )
 
     _MEMOS = (

@@ -22,7 +22,7 @@ from support.words import accepts
 
 import corral
 from corral import Compiler, Grammar
-from corral.automata.compiler import PRECOMPUTE_MAX_STATES, default_cache
+from corral.automata.compiler import default_cache
 from corral.errors import CacheWarning, EmptyLanguageError, GrammarError, UnsupportedFeatureError
 from corral.grammar import frontends
 
@@ -191,11 +191,16 @@ def test_compilers_do_not_share_caches(model: tuple[Any, corral.Vocabulary]) -> 
 
 def test_precompute_and_its_override(model: tuple[Any, corral.Vocabulary]) -> None:
     _, vocab = model
-    lazy = Compiler(vocab, precompute=False).regex(PHONE)
-    assert lazy.tables.n_lexer_states <= PRECOMPUTE_MAX_STATES
+    lazy = Compiler(vocab).regex(PHONE)  # the default: each cache built on first use
     assert lazy.cache_stats()["cached_states"] == 0
-    rule = Compiler(vocab).regex(PHONE)  # small: warmed by the default rule
-    assert rule.cache_stats()["cached_states"] == rule.cache_stats()["lexer_states"]
+    lazy.matcher().allowed_token_ids()
+    assert 0 < lazy.cache_stats()["cached_states"] < lazy.cache_stats()["lexer_states"]
+    warm = Compiler(vocab, precompute=True).regex(PHONE)
+    assert warm.cache_stats()["cached_states"] == warm.cache_stats()["lexer_states"]
+    assert (
+        corral.compile(PHONE, vocab, format="regex", cache=False).cache_stats()["cached_states"]
+        == 0
+    )
     override = Compiler(vocab, precompute=False).compile(Grammar.from_regex(PHONE), precompute=True)
     assert override.cache_stats()["cached_states"] == override.cache_stats()["lexer_states"]
 

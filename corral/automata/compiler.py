@@ -33,10 +33,6 @@ from .compiled import CompiledGrammar
 from .gc_pause import gc_paused
 from .vocabulary import Vocabulary
 
-PRECOMPUTE_MAX_STATES = 256
-"""Grammars with at most this many lexer states have every token cache built at compile
-time unless told otherwise (``precompute=None``)."""
-
 DEFAULT_MAX_GRAMMARS = 64
 DEFAULT_MAX_BYTES = 512 << 20
 
@@ -147,8 +143,7 @@ class Compiler:
             tables and the token caches built by then).
         max_sources: most built grammars kept, by source (``None``: ``4 * max_grammars``).
         precompute: default for every compilation (see :func:`compile`): build every token
-            cache now (``True``), on first use (``False``), or now when the grammar has at
-            most :data:`PRECOMPUTE_MAX_STATES` lexer states (``None``).
+            cache now (``True``), or each on its first use (``False``, the default).
         cache_dir: default folder for token caches on disk (see :func:`compile`).
 
     Every method returns an immutable :class:`CompiledGrammar`, safe to share across
@@ -163,7 +158,7 @@ class Compiler:
         max_grammars: int = DEFAULT_MAX_GRAMMARS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_sources: int | None = None,
-        precompute: bool | None = None,
+        precompute: bool = False,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         _check_vocab(vocab)
@@ -181,7 +176,7 @@ class Compiler:
         """A compiler for ``vocab`` that uses ``caches`` instead of owning new ones."""
         compiler = cls.__new__(cls)
         compiler.vocab = vocab
-        compiler.precompute = None
+        compiler.precompute = False
         compiler.cache_dir = None
         compiler.caches = caches
         return compiler
@@ -302,15 +297,13 @@ class Compiler:
 
 def _prepare(
     compiled: CompiledGrammar,
-    precompute: bool | None,
+    precompute: bool,
     cache_dir: str | os.PathLike[str] | None,
     *,
     stacklevel: int,
 ) -> None:
     """Warm ``compiled``'s token caches as ``precompute`` says, or load them from and write
     them to ``cache_dir`` (see :func:`compile`); ``stacklevel`` locates the warnings."""
-    if precompute is None:
-        precompute = compiled.tables.n_lexer_states <= PRECOMPUTE_MAX_STATES
     if cache_dir is None:
         if precompute:
             compiled.warm()
@@ -359,7 +352,7 @@ def compile(
     format: str | None = None,
     start: str | None = None,
     cache: bool = True,
-    precompute: bool | None = None,
+    precompute: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     source: str | Sequence[str] | None = None,
     entities: Mapping[str, Any] | None = None,
@@ -381,10 +374,11 @@ def compile(
             ``"json-schema"``, ``"structural-tag"``, ``"grammar"``.
         start: the start rule (``None``: ``start`` for Lark text, ``root`` for GBNF).
         cache: reuse an identical earlier compilation (see :data:`default_cache`).
-        precompute: build every lexer state's token cache now (``True``), or on first use
-            (``False``); default: now when the grammar has at most
-            :data:`PRECOMPUTE_MAX_STATES` lexer states, so small grammars never pay a cache
-            build during decoding.
+        precompute: build every lexer state's token cache now (``True``), or each on its
+            first use, inside the mask that needs it (``False``, the default: a mask pays
+            at most one build per lexer state it meets, 50-100 µs for most states, and a
+            compile pays for none, which halves the median time to first mask of a JSON
+            Schema; see docs/performance.md).
         cache_dir: a folder for token caches on disk (``<key>.npz``, plain arrays, never
             pickled). When a file for this grammar and vocabulary is there, its caches are
             loaded instead of built; otherwise they are built and written there. The key
