@@ -15,7 +15,12 @@ engine's dialect where it has one):
   choosing a real grammar's documents parses them with Lark first, so the process then
   forgets Lark's parser of grammars);
 * ``again_ms``: the median of ``--reps`` further compiles of the same text, from scratch
-  (no compile cache; automata that recur across grammars stay built, as in a server).
+  (no compile cache; automata that recur across grammars stay built, as in a server),
+  measured in one more process per workload that holds every engine and alternates
+  them compile by compile (the order reversed every round), so that the machine's
+  drift, which on a shared machine moves a compile's time by up to 2x over minutes, hits
+  every engine alike; ``again_alone_ms`` is the same median taken in the engine's own
+  process, after its first compile.
 
 Each compile is what ``run.py`` times (``Engine.compile``: for corral,
 ``corral.compile(text, vocab, cache=False)``). Prints a Markdown table with the ratios to
@@ -39,10 +44,44 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_WORKLOADS = "json,sql-syncode,java-syncode,lark-lark,pddl"
 
 
-def child(engine_name: str, workload: str, tokenizer_path: str, reps: int) -> dict[str, Any]:
-    """Run in the fresh process: time the first and the later compiles."""
+def _one_thread() -> None:
     for var in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = "1"
+
+
+def child_again(
+    engine_names: list[str], workload: str, tokenizer_path: str, reps: int
+) -> dict[str, list[float]]:
+    """Run in a fresh process: every engine compiles the workload's grammar once, then
+    ``reps`` rounds of one compile each, engines alternated (reversed every round)."""
+    _one_thread()
+    sys.path.insert(0, str(HERE))
+    from engines import ENGINES
+    from transformers import AutoTokenizer
+    from workloads import load_workloads
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    (wl,) = load_workloads([workload], tokenizer, n_docs=1)
+    engines = []
+    for name in engine_names:
+        cls = ENGINES[name]
+        cls.import_modules()
+        engine = cls(tokenizer, len(tokenizer), tokenizer.eos_token_id)
+        text = wl.grammar_text(name)
+        engine.compile(text, wl.name)
+        engines.append((name, engine, text))
+    times: dict[str, list[float]] = {name: [] for name in engine_names}
+    for r in range(reps):
+        for name, engine, text in engines if r % 2 == 0 else engines[::-1]:
+            t = time.perf_counter()
+            engine.compile(text, wl.name)
+            times[name].append((time.perf_counter() - t) * 1e3)
+    return times
+
+
+def child(engine_name: str, workload: str, tokenizer_path: str, reps: int) -> dict[str, Any]:
+    """Run in the fresh process: time the first and the later compiles."""
+    _one_thread()
     sys.path.insert(0, str(HERE))
     from engines import ENGINES
     from transformers import AutoTokenizer
@@ -73,8 +112,8 @@ def child(engine_name: str, workload: str, tokenizer_path: str, reps: int) -> di
         "workload": workload,
         "first_ms": first[0],
         "first_cpu_ms": first[1],
-        "again_ms": statistics.median(again),
-        "again_all_ms": again,
+        "again_alone_ms": statistics.median(again),
+        "again_alone_all_ms": again,
     }
 
 
@@ -84,8 +123,11 @@ def main() -> None:
     ap.add_argument("--tokenizer", default="llama3", help="a name under ../shared/tokenizers")
     ap.add_argument("--workloads", default=DEFAULT_WORKLOADS)
     ap.add_argument("--engines", default="corral,llguidance")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--child", nargs=2, metavar=("ENGINE", "WORKLOAD"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--child-again", nargs=2, metavar=("ENGINES", "WORKLOAD"), help=argparse.SUPPRESS
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     tok = Path(args.tokenizer)
@@ -94,21 +136,38 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], str(tok), args.reps)))
         return
+    if args.child_again:
+        engines = args.child_again[0].split(",")
+        print(json.dumps(child_again(engines, args.child_again[1], str(tok), args.reps)))
+        return
     rows = []
+    cmd = [sys.executable, __file__, "--tokenizer", str(tok), "--reps", str(args.reps)]
     for wl in args.workloads.split(","):
+        got = []
         for eng in args.engines.split(","):
-            cmd = [sys.executable, __file__, "--tokenizer", str(tok), "--reps", str(args.reps)]
             out = subprocess.run(
                 [*cmd, "--child", eng, wl], capture_output=True, text=True, check=False
             )
             if out.returncode != 0:
                 print(f"{eng} {wl}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
                 continue
-            row = json.loads(out.stdout.strip().splitlines()[-1])
+            got.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        names = ",".join(r["engine"] for r in got)
+        out = subprocess.run(
+            [*cmd, "--child-again", names, wl], capture_output=True, text=True, check=False
+        )
+        if out.returncode != 0:
+            print(f"{wl} (again, alternated): failed\n{out.stderr[-2000:]}", file=sys.stderr)
+            continue
+        again = json.loads(out.stdout.strip().splitlines()[-1])
+        for row in got:
+            row["again_all_ms"] = again[row["engine"]]
+            row["again_ms"] = statistics.median(again[row["engine"]])
             rows.append(row)
             print(
-                f"{wl:14s} {eng:12s} first {row['first_ms']:8.1f} ms "
-                f"(cpu {row['first_cpu_ms']:.0f})  again {row['again_ms']:8.1f} ms",
+                f"{wl:14s} {row['engine']:12s} first {row['first_ms']:8.1f} ms "
+                f"(cpu {row['first_cpu_ms']:.0f})  again {row['again_ms']:8.1f} ms "
+                f"(alone {row['again_alone_ms']:.1f})",
                 file=sys.stderr,
                 flush=True,
             )
