@@ -49,25 +49,37 @@ def _one_thread() -> None:
         os.environ[var] = "1"
 
 
-def child_again(
-    engine_names: list[str], workload: str, tokenizer_path: str, reps: int
-) -> dict[str, list[float]]:
-    """Run in a fresh process: every engine compiles the workload's grammar once, then
-    ``reps`` rounds of one compile each, engines alternated (reversed every round)."""
+def _load(workload: str, tokenizer_path: str) -> tuple[Any, Any]:
+    """In a fresh child process: one thread, the tokenizer and the workload."""
     _one_thread()
     sys.path.insert(0, str(HERE))
-    from engines import ENGINES
     from transformers import AutoTokenizer
     from workloads import load_workloads
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     (wl,) = load_workloads([workload], tokenizer, n_docs=1)
+    return tokenizer, wl
+
+
+def _engine(name: str, tokenizer: Any, wl: Any) -> tuple[Any, str]:
+    """Engine ``name`` with its tokenizer tables built, and the workload's grammar text in
+    its dialect."""
+    from engines import ENGINES
+
+    cls = ENGINES[name]
+    cls.import_modules()
+    return cls(tokenizer, len(tokenizer), tokenizer.eos_token_id), wl.grammar_text(name)
+
+
+def child_again(
+    engine_names: list[str], workload: str, tokenizer_path: str, reps: int
+) -> dict[str, list[float]]:
+    """Run in a fresh process: every engine compiles the workload's grammar once, then
+    ``reps`` rounds of one compile each, engines alternated (reversed every round)."""
+    tokenizer, wl = _load(workload, tokenizer_path)
     engines = []
     for name in engine_names:
-        cls = ENGINES[name]
-        cls.import_modules()
-        engine = cls(tokenizer, len(tokenizer), tokenizer.eos_token_id)
-        text = wl.grammar_text(name)
+        engine, text = _engine(name, tokenizer, wl)
         engine.compile(text, wl.name)
         engines.append((name, engine, text))
     times: dict[str, list[float]] = {name: [] for name in engine_names}
@@ -81,24 +93,14 @@ def child_again(
 
 def child(engine_name: str, workload: str, tokenizer_path: str, reps: int) -> dict[str, Any]:
     """Run in the fresh process: time the first and the later compiles."""
-    _one_thread()
-    sys.path.insert(0, str(HERE))
-    from engines import ENGINES
-    from transformers import AutoTokenizer
-    from workloads import load_workloads
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-    (wl,) = load_workloads([workload], tokenizer, n_docs=1)
+    tokenizer, wl = _load(workload, tokenizer_path)
     # choosing the real grammars' documents ran Lark's parser on them, which built Lark's
     # parser of grammars: forget it, so the first compile pays for it as in a new process
     import lark.load_grammar
 
     if hasattr(lark.load_grammar._get_parser, "cache"):
         del lark.load_grammar._get_parser.cache
-    cls = ENGINES[engine_name]
-    cls.import_modules()
-    engine = cls(tokenizer, len(tokenizer), tokenizer.eos_token_id)
-    text = wl.grammar_text(engine_name)
+    engine, text = _engine(engine_name, tokenizer, wl)
     c0, t0 = time.process_time(), time.perf_counter()
     engine.compile(text, wl.name)
     first = ((time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3)
@@ -152,6 +154,8 @@ def main() -> None:
                 print(f"{eng} {wl}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
                 continue
             got.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        if not got:
+            continue
         names = ",".join(r["engine"] for r in got)
         out = subprocess.run(
             [*cmd, "--child-again", names, wl], capture_output=True, text=True, check=False
