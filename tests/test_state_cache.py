@@ -6,6 +6,7 @@ computed with each grammar building its own caches.
 
 from __future__ import annotations
 
+import gc
 import json
 
 import numpy as np
@@ -14,9 +15,12 @@ from support.tokenizers import load_tokenizer, load_vocab
 
 import corral
 from corral import Vocabulary, allocate_bitmask
+from corral.automata.dense_rows import DenseRows
+from corral.automata.kernels.layout import KIND_DENSE, M_IDX, M_KIND
 from corral.automata.kernels.signature import state_signature
 from corral.automata.state_cache import StateCacheStore, StateEntry
 from corral.automata.tables import H_BYTE_CLASS
+from corral.automata.token_caches import TokenCaches
 
 SCHEMAS = [
     {
@@ -142,7 +146,7 @@ def test_signature_is_empty_exactly_past_the_state_budget(llama3) -> None:  # ty
 
 def test_store_is_bounded_lru() -> None:
     def entry(n: int) -> StateEntry:
-        return StateEntry(n, None, None, np.zeros(n, np.int32), np.zeros(0, np.int32), 0)
+        return StateEntry(n, None, np.zeros(n, np.int32), np.zeros(0, np.int32), 0)
 
     store = StateCacheStore(max_bytes=4 * 100)
     store.put(b"a", entry(50))
@@ -156,3 +160,94 @@ def test_store_is_bounded_lru() -> None:
     assert store.get(b"huge") is None
     store.clear()
     assert len(store) == 0 and store.nbytes == 0
+
+
+def _dense_rows_of(cg) -> set[int]:  # type: ignore[no-untyped-def]
+    """The vocabulary rows that ``cg``'s dense token caches refer to."""
+    cmeta = cg.caches.snapshot()[0]
+    return set(cmeta[cmeta[:, M_KIND] == KIND_DENSE, M_IDX].tolist())
+
+
+def _copy_of(base: Vocabulary) -> Vocabulary:
+    return Vocabulary(
+        [base.token_bytes(i) for i in range(base.tokenizer_size)],
+        eos_token_ids=base.eos_token_ids,
+        special_ids=[i for i in range(base.tokenizer_size) if base.kind(i) == "special"],
+        vocab_size=base.size,
+    )
+
+
+def test_dense_rows_are_one_copy_for_the_vocabulary(llama3) -> None:  # type: ignore[no-untyped-def]
+    tok, base = llama3
+    doc = {"name": "Ada Lovelace", "note": "caf\u00e9 \u00fcber"}
+    ids = tok.encode(json.dumps(doc, ensure_ascii=False), add_special_tokens=False)
+    schemas = [
+        {"type": "object", "properties": {"name": {"type": "string"}, "note": {"type": "string"}}},
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "note": {"type": "string"},
+                "age": {"type": "integer"},
+            },
+        },
+    ]
+    vocab = _copy_of(base)
+    pool = vocab.dense_rows
+    grammars = [corral.compile(s, vocab, cache=False) for s in schemas]
+    masks = [_replay(cg, ids) for cg in grammars]
+    rows = [_dense_rows_of(cg) for cg in grammars]
+    assert rows[0] & rows[1]  # the string bodies' rows: shared, not copied
+    assert pool.rows_in_use == len(rows[0] | rows[1])
+    # without the shared store each grammar builds its own rows; when the grammars are
+    # gone their rows are reused, and masks read from reused rows are the same
+    alone = _copy_of(base)
+    alone.state_cache.max_bytes = 0
+    first = [corral.compile(s, alone, cache=False) for s in schemas]
+    assert [_replay(cg, ids) for cg in first] == masks
+    held = [_dense_rows_of(cg) for cg in first]
+    assert held[0] and not held[0] & held[1]
+    high = alone.dense_rows.rows_in_use
+    del first
+    gc.collect()
+    assert alone.dense_rows.rows_in_use == 0
+    again = corral.compile(schemas[1], alone, cache=False)
+    assert _replay(again, ids) == masks[1]
+    assert _dense_rows_of(again) <= set(range(high))  # freed rows, not new ones
+
+
+def _replay(cg, ids: list[int]) -> list[bytes]:  # type: ignore[no-untyped-def]
+    m = cg.matcher()
+    out = []
+    for t in [*ids, None]:
+        bm = allocate_bitmask(1, cg.vocab_size)
+        m.fill_bitmask(bm)
+        out.append(bm.tobytes())
+        if t is not None:
+            m.consume(t)
+    return out
+
+
+def test_dense_rows_grow_and_reuse_rows() -> None:
+    pool = DenseRows(3, 2)
+    rng = np.random.default_rng(0)
+    data = [
+        (rng.integers(0, 2**32, 3, np.uint32), rng.integers(0, 2**32, 2, np.uint32))
+        for _ in range(20)
+    ]
+    handles = [pool.add(a, b) for a, b in data]  # past the first capacity: the arrays grow
+    assert [h.row for h in handles] == list(range(20))
+    for h, (a, b) in zip(handles, data, strict=True):
+        assert np.array_equal(h.ids, a) and np.array_equal(h.ranks, b)
+        assert not h.ids.flags.writeable
+    before = pool.arrays()
+    del handles[5]
+    gc.collect()
+    assert pool.rows_in_use == 19
+    reused = pool.add(np.ones(3, np.uint32), np.ones(2, np.uint32))
+    assert reused.row == 5 and pool.rows_in_use == 20
+    assert np.array_equal(before[0][4], data[4][0])  # earlier arrays keep the rows they held
+    with pytest.raises(ValueError, match="another vocabulary"):
+        TokenCaches(1, DenseRows(3, 2)).install(
+            0, StateEntry(1, reused, np.zeros(0, np.int32), np.zeros(0, np.int32), 0)
+        )

@@ -54,7 +54,7 @@ class CompiledGrammar:
         self.vocab_size = vocab.size
         self.words = bitmask_words(vocab.size)
         self.rank_words = (vocab.trie.n_tokens + 31) // 32
-        self.caches = TokenCaches(self.tables.n_lexer_states, self.words, self.rank_words)
+        self.caches = TokenCaches(self.tables.n_lexer_states, vocab.dense_rows)
         self.eos_ids = np.array(vocab.eos_token_ids, np.int32)
         self.token_kinds = vocab.kinds
         self._special_term_of_token = {tok: name for name, tok in special_terms.items()}
@@ -166,10 +166,11 @@ class CompiledGrammar:
             ids = np.zeros(self.words, np.uint32)
             rank = np.zeros(self.rank_words, np.uint32)
             dense_masks(dead, n_dead, trie.n_tokens, trie.token_ids, trie.all_ids, ids, rank)
-            return StateEntry(n_tok, ids, rank, np.zeros(0, np.int32), ends, n_ends)
+            row = self.vocab.dense_rows.add(ids, rank)
+            return StateEntry(n_tok, row, np.zeros(0, np.int32), ends, n_ends)
         sparse = np.zeros(n_tok, np.int32)
         alive_ranks(dead, n_dead, trie.n_tokens, sparse)
-        return StateEntry(n_tok, None, None, sparse, ends, n_ends)
+        return StateEntry(n_tok, None, sparse, ends, n_ends)
 
     def warm(self) -> CompiledGrammar:
         """Build every lexer state's token cache now (otherwise each is built on first use)."""

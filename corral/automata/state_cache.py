@@ -5,8 +5,9 @@ end inside a token) depends only on what the state does to the first ``max_depth
 (``kernels/signature.py``). JSON Schemas repeat the same string, number and key automata
 within a schema and across schemas, so the caches are kept per vocabulary under the
 digest of that description, in a store bounded in bytes (least recently used entries are
-dropped first). Each grammar copies the entries it uses into its own arrays, so dropping
-an entry never affects a compiled grammar.
+dropped first). Each grammar copies the sparse parts of the entries it uses into its own
+arrays and keeps the entries themselves, whose dense rows live once in the vocabulary's
+:class:`~.dense_rows.DenseRows`, so dropping an entry never affects a compiled grammar.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..caching import BoundedCache
+from .dense_rows import DenseRow
 
 DEFAULT_MAX_BYTES = 256 << 20
 
@@ -27,25 +29,34 @@ class StateEntry:
 
     Attributes:
         n_tokens: number of tokens that keep the lexeme alive.
-        dense: ``uint32 [words]`` id-space bitmask of those tokens, or ``None`` (sparse).
-        dense_rank: ``uint32 [rank_words]`` the same set in rank space, or ``None``.
+        row: the vocabulary's dense row of those tokens (``automata/dense_rows.py``), or
+            ``None`` (sparse). The row is in use while this entry lives.
         sparse: ``int32`` ranks of those tokens (empty when dense).
         ends: end-edge block (257 offsets by child byte, then ``(node, child)`` pairs).
         n_ends: number of end edges (``0``: ``ends`` is empty).
     """
 
     n_tokens: int
-    dense: np.ndarray | None
-    dense_rank: np.ndarray | None
+    row: DenseRow | None
     sparse: np.ndarray
     ends: np.ndarray
     n_ends: int
 
     @property
+    def dense(self) -> np.ndarray | None:
+        """``uint32 [words]`` id-space bitmask of the tokens (read-only), or ``None``."""
+        return None if self.row is None else self.row.ids
+
+    @property
+    def dense_rank(self) -> np.ndarray | None:
+        """``uint32 [rank_words]`` the same set in rank space (read-only), or ``None``."""
+        return None if self.row is None else self.row.ranks
+
+    @property
     def nbytes(self) -> int:
         n = self.sparse.nbytes + self.ends.nbytes
-        if self.dense is not None and self.dense_rank is not None:
-            n += self.dense.nbytes + self.dense_rank.nbytes
+        if self.row is not None:
+            n += self.row.nbytes
         return n
 
 

@@ -4,7 +4,9 @@ A lexer state's token cache says which tokens keep its lexeme alive (a dense bit
 and rank space, or a sparse list of ranks) and where the lexeme can end inside a token
 (its end-edge block); see ``kernels/mask.py``. The caches of one grammar are appended to a
 few flat arrays indexed by ``cmeta`` (``int32 [G, CMETA_COLS]``, columns ``M_*`` of
-``kernels/layout.py``).
+``kernels/layout.py``), except the dense rows: those are the vocabulary's
+(``dense_rows.py``), shared by every grammar and state that has the same row, and
+``cmeta`` holds their row numbers there.
 
 Entries are written under a lock and never change once written; a state's ``M_KIND`` is
 set last, so a reader that sees it sees the whole entry. Growing an array builds a new
@@ -18,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .dense_rows import DenseRow, DenseRows
 from .kernels.layout import (
     CMETA_COLS,
     KIND_DENSE,
@@ -33,45 +36,45 @@ from .state_cache import StateEntry
 
 
 class TokenCaches:
-    """The token caches of ``n_states`` lexer states, for masks of ``words`` id words and
-    ``rank_words`` rank words.
+    """The token caches of ``n_states`` lexer states, whose dense rows live in ``rows`` (the
+    vocabulary's :class:`~.dense_rows.DenseRows`: ``words`` id words and ``rank_words`` rank
+    words each).
 
     Thread-safe: entries are added under :attr:`lock`; readers take a :meth:`snapshot`.
     """
 
-    def __init__(self, n_states: int, words: int, rank_words: int) -> None:
-        self.words = words
-        self.rank_words = rank_words
+    def __init__(self, n_states: int, rows: DenseRows) -> None:
+        self.rows = rows
+        self.words = rows.words
+        self.rank_words = rows.rank_words
         self.lock = threading.Lock()
         self._cmeta = np.zeros((n_states, CMETA_COLS), np.int32)
-        # dense rows are allocated as states need them: many grammars never have one
-        self._dense = np.zeros((0, words), np.uint32)
-        self._dense_rank = np.zeros((0, rank_words), np.uint32)
-        self._n_dense = 0
+        # the dense rows this grammar refers to, by row: holding them keeps them in use
+        self._held: dict[int, DenseRow] = {}
         self._sparse = np.zeros(1024, np.int32)
         self._n_sparse = 0
         self._ends = np.zeros(1024, np.int32)
         self._n_ends = 0
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """A consistent ``(cmeta, dense, dense_rank, sparse, ends)``, as the kernels take it."""
+        """A consistent ``(cmeta, dense, dense_rank, sparse, ends)``, as the kernels take it
+        (``dense`` and ``dense_rank`` are the vocabulary's shared rows)."""
         with self.lock:
-            return self._cmeta, self._dense, self._dense_rank, self._sparse, self._ends
+            dense, dense_rank = self.rows.arrays()
+            return self._cmeta, dense, dense_rank, self._sparse, self._ends
 
     def has(self, g: int) -> bool:
         """Whether lexer state ``g`` has a cache (call under :attr:`lock` to act on it)."""
         return bool(self._cmeta[g, M_KIND] != KIND_MISSING)
 
     def install(self, g: int, entry: StateEntry) -> None:
-        """Append ``entry`` as lexer state ``g``'s cache (the caller holds :attr:`lock`)."""
-        if entry.dense is not None and entry.dense_rank is not None:
-            if self._n_dense == self._dense.shape[0]:
-                self._dense = _grow2d(self._dense, self._n_dense)
-                self._dense_rank = _grow2d(self._dense_rank, self._n_dense)
-            self._dense[self._n_dense] = entry.dense
-            self._dense_rank[self._n_dense] = entry.dense_rank
-            kind, idx, length = KIND_DENSE, self._n_dense, entry.n_tokens
-            self._n_dense += 1
+        """Make ``entry`` lexer state ``g``'s cache (the caller holds :attr:`lock`). A dense
+        entry's row is referred to, not copied; a sparse entry is appended."""
+        if entry.row is not None:
+            if entry.row.pool is not self.rows:
+                raise ValueError("a dense row of another vocabulary's pool")
+            self._held[entry.row.row] = entry.row
+            kind, idx, length = KIND_DENSE, entry.row.row, entry.n_tokens
         else:
             self._sparse = _append(self._sparse, self._n_sparse, entry.sparse)
             kind, idx, length = KIND_SPARSE, self._n_sparse, entry.sparse.shape[0]
@@ -88,11 +91,12 @@ class TokenCaches:
         meta[g, M_KIND] = kind  # last: the entry is complete once it has a kind
 
     def stats(self) -> dict[str, int]:
-        """``cached_states``, ``dense_masks``, ``sparse_ids``, ``end_edges`` and ``bytes``."""
+        """``cached_states``, ``dense_masks`` (distinct dense rows referred to),
+        ``sparse_ids``, ``end_edges`` and ``bytes``."""
         with self.lock:
             return {
                 "cached_states": int((self._cmeta[:, M_KIND] != KIND_MISSING).sum()),
-                "dense_masks": self._n_dense,
+                "dense_masks": len(self._held),
                 "sparse_ids": self._n_sparse,
                 "end_edges": self._n_ends,
                 "bytes": self.nbytes(),
@@ -100,35 +104,46 @@ class TokenCaches:
 
     def nbytes(self) -> int:
         """Bytes of the caches written so far (``stats()["bytes"]``, without the pass over
-        every state that counts the cached ones)."""
+        every state that counts the cached ones); the dense rows it refers to count in full
+        although other grammars may share them."""
         return int(
-            self._n_dense * (self.words + self.rank_words) * 4 + 4 * (self._n_sparse + self._n_ends)
+            len(self._held) * (self.words + self.rank_words) * 4
+            + 4 * (self._n_sparse + self._n_ends)
         )
 
     # -- persistence (format: cache_file.py) ------------------------------------------------
     def export(self) -> dict[str, np.ndarray]:
-        """The arrays a cache file holds, trimmed to what is used (a consistent copy)."""
+        """The arrays a cache file holds, trimmed to what is used (a consistent copy), the
+        dense rows numbered from 0 in the file."""
         with self.lock:
+            cmeta = self._cmeta.copy()
+            rows = sorted(self._held)
+            local = {r: i for i, r in enumerate(rows)}
+            dense_states = np.flatnonzero(cmeta[:, M_KIND] == KIND_DENSE)
+            for g in dense_states.tolist():
+                cmeta[g, M_IDX] = local[int(cmeta[g, M_IDX])]
+            ids, ranks = self.rows.arrays()
             return {
-                "cmeta": self._cmeta.copy(),
-                "dense": self._dense[: self._n_dense],
-                "dense_rank": self._dense_rank[: self._n_dense],
+                "cmeta": cmeta,
+                "dense": ids[rows] if rows else np.zeros((0, self.words), np.uint32),
+                "dense_rank": (ranks[rows] if rows else np.zeros((0, self.rank_words), np.uint32)),
                 "sparse": self._sparse[: self._n_sparse],
                 "ends": self._ends[: self._n_ends],
             }
 
     def replace(self, arrays: dict[str, np.ndarray]) -> None:
-        """Take over the arrays of a cache file that passed :meth:`structure_problem`."""
+        """Take over the arrays of a cache file that passed :meth:`structure_problem` (its
+        dense rows are added to the vocabulary's rows)."""
+        dense, dense_rank = arrays["dense"], arrays["dense_rank"]
+        added = [self.rows.add(dense[i], dense_rank[i]) for i in range(dense.shape[0])]
+        cmeta = np.array(arrays["cmeta"], np.int32)  # a writable copy
+        dense_states = np.flatnonzero(cmeta[:, M_KIND] == KIND_DENSE)
+        if dense_states.size:
+            to_row = np.array([h.row for h in added], np.int32)
+            cmeta[dense_states, M_IDX] = to_row[cmeta[dense_states, M_IDX]]
         with self.lock:
-            self._cmeta = arrays["cmeta"]
-            dense = arrays["dense"]
-            if len(dense):
-                self._dense = dense
-                self._dense_rank = arrays["dense_rank"]
-            else:
-                self._dense = np.zeros((0, self.words), np.uint32)
-                self._dense_rank = np.zeros((0, self.rank_words), np.uint32)
-            self._n_dense = dense.shape[0]
+            self._cmeta = cmeta
+            self._held = {h.row: h for h in added}
             self._sparse = arrays["sparse"]
             self._n_sparse = self._sparse.shape[0]
             self._ends = arrays["ends"]
@@ -180,12 +195,6 @@ class TokenCaches:
         if np.any(dense & ~trie.all_ids) or np.any(dense_rank & rank_tail):
             return "a dense row allows tokens that are not in the trie"
         return ""
-
-
-def _grow2d(a: np.ndarray, n: int) -> np.ndarray:
-    grown = np.zeros((max(1, 2 * a.shape[0]), a.shape[1]), a.dtype)
-    grown[:n] = a[:n]
-    return grown
 
 
 def _append(buf: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:

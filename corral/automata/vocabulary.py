@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, TokenizerError
-from .bitmask import as_int, as_int_list
+from .bitmask import as_int, as_int_list, bitmask_words
+from .dense_rows import DenseRows
 from .kernels.layout import TrieArrays, TrieRuns
 from .state_cache import StateCacheStore
 
@@ -201,6 +202,7 @@ class Vocabulary:
         self.family = family
         self._trie: TokenTrie | None = None
         self._state_cache: StateCacheStore | None = None
+        self._dense_rows: DenseRows | None = None
         self._offsets = np.zeros(size + 1, np.int64)
         np.cumsum(lengths, out=self._offsets[1:])
         self._data = np.frombuffer(b"".join(tb), dtype=np.uint8)
@@ -366,6 +368,17 @@ class Vocabulary:
                 if self._state_cache is None:
                     self._state_cache = StateCacheStore()
         return self._state_cache
+
+    @property
+    def dense_rows(self) -> DenseRows:
+        """The dense token-cache rows of every grammar compiled for this vocabulary, one
+        copy each (``corral/automata/dense_rows.py``)."""
+        if self._dense_rows is None:
+            words, rank_words = bitmask_words(self.size), (self.trie.n_tokens + 31) // 32
+            with self._lock:
+                if self._dense_rows is None:
+                    self._dense_rows = DenseRows(words, rank_words)
+        return self._dense_rows
 
     def _build_trie(self) -> TokenTrie:
         from ..grammar.regex.dawg import byte_order
