@@ -331,6 +331,32 @@ def _start_row(d: ByteDFA | SparseDFA) -> np.ndarray:
     return d.row(0)
 
 
+_NO_COLUMNS = np.zeros(256, np.int32)  # every byte to column 0
+_NO_COLUMNS.setflags(write=False)
+_DEAD_ROW = np.full((1, 1), -1, np.int32)
+_TRAP_MARK = -2  # the trap, in a table of a terminal whose ends are blocked
+_DEAD_ROW.setflags(write=False)
+
+
+_MIX = np.random.default_rng(0x5EED).integers(1, 2**63, 1 << 12, dtype=np.uint64) | np.uint64(1)
+
+
+def _equal_columns(a: np.ndarray) -> np.ndarray:
+    """``int64 [n]``: a class number per column of ``a`` (``int32 [m, n]``), equal exactly
+    for equal columns. Columns are hashed (a random odd multiplier per row, wrapping
+    sums) and the hash classes checked entry by entry; a collision falls back to sorting
+    the columns."""
+    m = a.shape[0]
+    if m <= _MIX.shape[0]:
+        with np.errstate(over="ignore"):
+            h = (a.astype(np.uint64) * _MIX[:m, None]).sum(axis=0, dtype=np.uint64)
+        _, first, cls = np.unique(h, return_index=True, return_inverse=True)
+        cls = cls.reshape(-1)
+        if np.array_equal(a[:, first[cls]], a):
+            return cls
+    return np.unique(a.T, axis=0, return_inverse=True)[1].reshape(-1)
+
+
 def _lexer_table(
     grammar: Grammar,
     term_names: list[str],
@@ -346,26 +372,47 @@ def _lexer_table(
     the sparse rows of states ``D`` to ``G - 1`` (``int32``: ``row_start [G - D + 1]``
     into ``cls``/``dst``, entries by increasing class).
 
-    Terminals with a :class:`ByteDFA` are laid out in 256 columns and grouped by equal
-    columns. Each byte a :class:`SparseDFA` reads is a class of its own, so its
+    Two bytes are in one class when every terminal with a :class:`ByteDFA` reads them the
+    same, i.e. maps them to the same column of its compact form (whose columns are
+    distinct): the classes come from those maps, ``[terminals, 256]``, and each row is
+    gathered from its terminal's compact table, never spread over 256 bytes (that
+    layout, thousands of states for a JSON Schema's counted strings, made this 4x
+    slower). Each byte a :class:`SparseDFA` reads is a class of its own, so its
     transitions keep one entry each, keyed by that class."""
     dense_idx = [i for i, d in enumerate(dfas) if isinstance(d, ByteDFA)]
     sparse_idx = [i for i, d in enumerate(dfas) if isinstance(d, SparseDFA)]
-    full = np.full((max(D, 1), 256), -1, np.int32)
+    # Each dense terminal in its compact form, with global state numbers: a table
+    # ``[n, k]`` of its distinct columns and the column of each byte (``maps[j]``). The
+    # global classes are the bytes that every terminal maps to equal columns, which is
+    # what grouping the equal columns of all rows laid out over 256 bytes finds, without
+    # laying them out (a JSON Schema's counted strings are thousands of states).
+    # Tables keep their own state numbers here (``-1`` dead, ``_TRAP_MARK`` the trap); the
+    # offsets are added once, to the whole table, at the end.
+    laid: list[tuple[int, np.ndarray, np.ndarray]] = []  # (first state, table, byte -> column)
     for i in dense_idx:
         n = term_names[i]
         d = dfas[i]
         assert isinstance(d, ByteDFA)
+        if not d.n_states:
+            continue
         o = int(starts[i])
-        rows = full[o : o + d.n_states]
+        if n in special_terms:  # matched by its special token only, never by bytes
+            laid.append((o, np.full((d.n_states, 1), -1, np.int32), _NO_COLUMNS))
+            continue
         table, classes = d.columns()
-        rows[:] = np.where(table >= 0, table + o, -1)[:, classes]
         blocked = grammar.terminals[n].end_blocked
         if blocked is not None:
-            rows[blocked & d.accept[:, None] & (rows < 0)] = trap
-        if n in special_terms:
-            rows[:] = -1  # matched by its special token only, never by bytes
-    _, dense_class = column_classes(full)
+            rows = table[:, classes]
+            rows[blocked & d.accept[:, None] & (rows < 0)] = _TRAP_MARK
+            table, classes = column_classes(rows)
+        laid.append((o, table, classes))
+    if trap >= 0:  # the trap reads nothing
+        laid.append((trap, _DEAD_ROW, _NO_COLUMNS))
+    laid.sort(key=lambda x: x[0])
+    blocks = [table for _, table, _ in laid]
+    maps = [classes for _, _, classes in laid]
+    col_of = np.stack(maps) if maps else np.zeros((1, 256), np.int32)  # [m, 256]
+    dense_class = _equal_columns(col_of)
     # the global classes: a byte some sparse automaton reads is a class of its own
     # (sparse rows keep one entry a byte); the others keep the dense automata's classes
     sparse_used = np.zeros(256, bool)
@@ -373,14 +420,36 @@ def _lexer_table(
         d = dfas[i]
         assert isinstance(d, SparseDFA)
         sparse_used |= np.bincount(d.labels, minlength=256) > 0
-    key = np.where(sparse_used, 256 + np.arange(256), dense_class)
+    key = np.where(sparse_used, 256 + np.arange(256), dense_class.reshape(-1))
     _, first, byte_class = np.unique(key, return_index=True, return_inverse=True)
     # classes numbered by their first byte (class 0 holds byte 0)
     order = np.argsort(first, kind="stable")
     remap = np.empty_like(order)
     remap[order] = np.arange(order.shape[0])
     byte_class = remap[byte_class.reshape(-1)].astype(np.int32)
-    lex_trans = np.ascontiguousarray(full[:D][:, first[order]])
+    rep = first[order]  # the first byte of each class
+    # row s of lex_trans, in block j, is that block's row s - block start, read at the
+    # column each class's first byte maps to: one gather from the blocks laid end to end
+    heights = np.array([b.shape[0] for b in blocks], np.int64)
+    widths = np.array([b.shape[1] for b in blocks], np.int64)
+    if heights.sum() != D:  # pragma: no cover - the layout above numbers them so
+        raise InvalidArgumentError(
+            f"dense lexer states: {int(heights.sum())} laid out, {D} numbered"
+        )
+    if D:
+        flat = np.concatenate([b.ravel() for b in blocks], dtype=np.int32)
+        block_of = np.repeat(np.arange(len(blocks)), heights)
+        base = np.concatenate([[0], np.cumsum(heights * widths)[:-1]])
+        row0 = np.concatenate([[0], np.cumsum(heights)[:-1]])
+        local = np.arange(D) - row0[block_of]
+        where = base[block_of] + local * widths[block_of]
+        lex_trans = flat[where[:, None] + col_of[:, rep][block_of]]
+        # each block's own state numbers, moved to where the block lies
+        lex_trans += np.where(lex_trans >= 0, row0[block_of].astype(np.int32)[:, None], 0)
+        if trap >= 0:
+            lex_trans[lex_trans == _TRAP_MARK] = trap
+    else:
+        lex_trans = np.full((0, rep.shape[0]), -1, np.int32)
     # Sparse rows: the automata are placed one after the other from state D. A byte
     # they read is a class of its own, and classes numbered by their first byte keep
     # such bytes in byte order, so each row, sorted by byte, is sorted by class too: the
