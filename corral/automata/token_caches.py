@@ -51,6 +51,7 @@ class TokenCaches:
         self._cmeta = np.zeros((n_states, CMETA_COLS), np.int32)
         # the dense rows this grammar refers to, by row: holding them keeps them in use
         self._held: dict[int, DenseRow] = {}
+        self._retired: list[DenseRow] = []  # rows of caches replaced (see replace)
         self._sparse = np.zeros(1024, np.int32)
         self._n_sparse = 0
         self._ends = np.zeros(1024, np.int32)
@@ -143,6 +144,8 @@ class TokenCaches:
             cmeta[dense_states, M_IDX] = to_row[cmeta[dense_states, M_IDX]]
         with self.lock:
             self._cmeta = cmeta
+            # the rows replaced stay held: a snapshot taken before may still be read
+            self._retired.extend(self._held.values())
             self._held = {h.row: h for h in added}
             self._sparse = arrays["sparse"]
             self._n_sparse = self._sparse.shape[0]
