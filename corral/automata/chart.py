@@ -158,7 +158,11 @@ class Chart:
 
 
 def _grow_rows(a: np.ndarray) -> np.ndarray:
-    new = np.zeros((a.shape[0] * 2, *a.shape[1:]), a.dtype)
+    """``a`` with half as many rows again (zeros). Half, not double: a chart grows with
+    its text, and doubling left a third of the rows of a live matcher unused on average
+    (35 KB of chart for 22 KB of items at half a MaskBench document; 29 KB growing by
+    half)."""
+    new = np.zeros((max(a.shape[0] + 1, a.shape[0] * 3 // 2), *a.shape[1:]), a.dtype)
     new[: a.shape[0]] = a
     return new
 
