@@ -71,21 +71,20 @@ def _replay(cg, ids: list[int]) -> list[bytes]:  # type: ignore[no-untyped-def]
     return out
 
 
+def _copy_of(base: Vocabulary) -> Vocabulary:
+    """A vocabulary with the same tokens as ``base`` and caches of its own."""
+    return Vocabulary(
+        [base.token_bytes(i) for i in range(base.tokenizer_size)],
+        eos_token_ids=base.eos_token_ids,
+        special_ids=[i for i in range(base.tokenizer_size) if base.kind(i) == "special"],
+        vocab_size=base.size,
+    )
+
+
 def test_shared_caches_give_identical_masks(llama3) -> None:  # type: ignore[no-untyped-def]
     tok, base = llama3
     # two vocabularies with the same tokens: one shares caches, one does not
-    shared = Vocabulary(
-        [base.token_bytes(i) for i in range(base.tokenizer_size)],
-        eos_token_ids=base.eos_token_ids,
-        special_ids=[i for i in range(base.tokenizer_size) if base.kind(i) == "special"],
-        vocab_size=base.size,
-    )
-    alone = Vocabulary(
-        [base.token_bytes(i) for i in range(base.tokenizer_size)],
-        eos_token_ids=base.eos_token_ids,
-        special_ids=[i for i in range(base.tokenizer_size) if base.kind(i) == "special"],
-        vocab_size=base.size,
-    )
+    shared, alone = _copy_of(base), _copy_of(base)
     alone.state_cache.max_bytes = 0
     for schema, doc in zip(SCHEMAS, DOCS, strict=True):
         ids = tok.encode(json.dumps(doc, ensure_ascii=False), add_special_tokens=False)
@@ -170,15 +169,6 @@ def _dense_rows_of(cg) -> set[int]:  # type: ignore[no-untyped-def]
     """The vocabulary rows that ``cg``'s dense token caches refer to."""
     cmeta = cg.caches.snapshot()[0]
     return set(cmeta[cmeta[:, M_KIND] == KIND_DENSE, M_IDX].tolist())
-
-
-def _copy_of(base: Vocabulary) -> Vocabulary:
-    return Vocabulary(
-        [base.token_bytes(i) for i in range(base.tokenizer_size)],
-        eos_token_ids=base.eos_token_ids,
-        special_ids=[i for i in range(base.tokenizer_size) if base.kind(i) == "special"],
-        vocab_size=base.size,
-    )
 
 
 def test_dense_rows_are_one_copy_for_the_vocabulary(llama3) -> None:  # type: ignore[no-untyped-def]

@@ -19,7 +19,6 @@ import numpy as np
 from ..errors import CacheWarning
 from ..grammar.ir import Grammar
 from . import cache_file
-from .bitmask import bitmask_words
 from .mask_cache import MaskCache
 from .matcher import Matcher
 from .state_cache import StateEntry
@@ -52,9 +51,8 @@ class CompiledGrammar:
         special_terms = _special_terminals(grammar, vocab)
         self.tables: Tables = build_tables(grammar, special_terms)
         self.vocab_size = vocab.size
-        self.words = bitmask_words(vocab.size)
-        self.rank_words = (vocab.trie.n_tokens + 31) // 32
         self.caches = TokenCaches(self.tables.n_lexer_states, vocab.dense_rows)
+        self.words, self.rank_words = self.caches.words, self.caches.rank_words
         self.eos_ids = np.array(vocab.eos_token_ids, np.int32)
         self.token_kinds = vocab.kinds
         self._special_term_of_token = {tok: name for name, tok in special_terms.items()}

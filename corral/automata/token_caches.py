@@ -119,10 +119,8 @@ class TokenCaches:
         with self.lock:
             cmeta = self._cmeta.copy()
             rows = sorted(self._held)
-            local = {r: i for i, r in enumerate(rows)}
-            dense_states = np.flatnonzero(cmeta[:, M_KIND] == KIND_DENSE)
-            for g in dense_states.tolist():
-                cmeta[g, M_IDX] = local[int(cmeta[g, M_IDX])]
+            dense_states = cmeta[:, M_KIND] == KIND_DENSE
+            cmeta[dense_states, M_IDX] = np.searchsorted(rows, cmeta[dense_states, M_IDX])
             ids, ranks = self.rows.arrays()
             return {
                 "cmeta": cmeta,

@@ -382,7 +382,6 @@ class Vocabulary:
 
     def _build_trie(self) -> TokenTrie:
         from ..grammar.regex.dawg import byte_order
-        from .bitmask import bitmask_words
         from .kernels.mask import MEMO_MIN
         from .kernels.trie import ascii_below, build_trie, skip_frontier, utf8_chars
 
