@@ -120,6 +120,24 @@ def _subdir(py_file: str) -> str:
         return folder.name
 
 
+def _ready_to_load(target_context: Any) -> None:
+    """Make ``target_context`` ready to run machine code loaded from a cache: the Numba
+    runtime (allocation, reference counts) initialised, its symbols known to the JIT.
+
+    Numba's own ``load_overload`` first refreshes the whole target context, importing and
+    installing every typing and lowering registry it has (NumPy, linear algebra, random,
+    typed containers, ...; 0.3-0.4 s of a process's first kernel load). Loaded code is
+    already typed and lowered: it needs only the runtime and the C helpers the context
+    registers when it is created. corral's kernels reference nothing else (the undefined
+    symbols of their cached object code are Python's C API, the runtime's ``NRT_*``, Numba's
+    ``numba_*`` helpers and the C library), and a compile, on a cache miss or later in the
+    process, refreshes the context itself. ``tests/test_warmup.py`` loads every kernel real
+    use needs in a fresh process this way."""
+    from numba.core.runtime import rtsys
+
+    rtsys.initialize(target_context)
+
+
 @functools.lru_cache(maxsize=1)
 def _cache_class() -> type:
     """Numba's ``FunctionCache`` with the prebuilt directory as a fallback (or, in build
@@ -159,6 +177,11 @@ def _cache_class() -> type:
                         source_stamp=self._impl.locator.get_source_stamp(),
                     )
             return self._prebuilt
+
+        def load_overload(self, sig: Any, target_context: Any) -> Any:
+            _ready_to_load(target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
 
         def _load_overload(self, sig: Any, target_context: Any) -> Any:
             data = super()._load_overload(sig, target_context)

@@ -77,7 +77,9 @@ for o in gc.get_objects():
         if sum(o._cache_misses.values()):
             name = o.py_func.__module__ + "." + o.py_func.__name__
             misses[name] = [str(s) for s in o._cache_misses]
-print(json.dumps({"misses": misses, "hits": hits}))
+# loading cached code leaves Numba's compiler registries alone (corral/jit.py)
+registries = "numba.np.polynomial.polynomial_core" in sys.modules
+print(json.dumps({"misses": misses, "hits": hits, "registries": registries}))
 """
 
 
@@ -120,6 +122,7 @@ def test_a_fresh_install_compiles_nothing_for_real_use(tmp_path: Path) -> None:
     counts = _workload(path, tmp_path / "empty", prebuilt=True)
     assert counts["hits"], "no corral kernel was loaded from the prebuilt kernels"
     assert counts["misses"] == {}, f"compiled on a fresh install: {counts['misses']}"
+    assert counts["registries"] is False, "loading the kernels refreshed Numba's registries"
     assert not list((tmp_path / "empty").rglob("*.nbc"))
 
 
@@ -146,6 +149,7 @@ def test_warmup_leaves_nothing_to_compile(tmp_path: Path) -> None:
     counts = _workload(path, cache, prebuilt=False)
     assert counts["hits"], "no corral kernel was loaded from Numba's cache"
     assert counts["misses"] == {}, f"compiled after warmup (not cached by it): {counts['misses']}"
+    assert counts["registries"] is False, "loading the kernels refreshed Numba's registries"
 
 
 def test_warmup_cli_progress_and_quiet(capsys: pytest.CaptureFixture[str]) -> None:
