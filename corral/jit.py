@@ -126,7 +126,7 @@ def _ready_to_load(target_context: Any) -> None:
 
     Numba's own ``load_overload`` first refreshes the whole target context, importing and
     installing every typing and lowering registry it has (NumPy, linear algebra, random,
-    typed containers, ...; 0.3-0.4 s of a process's first kernel load). Loaded code is
+    typed containers, ...; 0.27-0.40 s of CPU measured after a first mask). Loaded code is
     already typed and lowered: it needs only the runtime and the C helpers the context
     registers when it is created. corral's kernels reference nothing else (the undefined
     symbols of their cached object code are Python's C API, the runtime's ``NRT_*``, Numba's
