@@ -25,8 +25,8 @@ from .kernels.layout import ERR_L, ERR_P, ERR_S, L_STATE, S_ACCEPT, S_L, S_P
 from .tables import Tables
 from .thread_scratch import per_thread
 
-_INITIAL_ROWS = 64  # rows each array of a new chart has at least (2 KB per array)
-MAX_START_ROWS = 8192  # most item rows a new chart starts with (256 KB per array)
+_INITIAL_ROWS = 64  # rows each array of a new chart has at least (1.25 KB per array)
+MAX_START_ROWS = 8192  # most item rows a new chart starts with (160 KB per array)
 _ident = threading.get_ident
 
 
@@ -132,7 +132,7 @@ class Chart:
         return bool(self.S[top - 1, S_ACCEPT])
 
     def lexer_states(self, n_sets: int | None = None) -> np.ndarray:
-        """``int64 [n]``: the lexer states of the lexeme items of the last of the first
+        """``int32 [n]``: the lexer states of the lexeme items of the last of the first
         ``n_sets`` sets (default: :attr:`n_sets`), a view."""
         top = self.n_sets if n_sets is None else n_sets
         return self.L[self.S[top - 1, S_L] : self.S[top, S_L], L_STATE]

@@ -9,6 +9,7 @@ changes nothing.
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from .bitmask import as_int, as_int_list, bitmask_row
 from .chart import Chart
 from .kernels import earley, mask
 from .kernels.layout import C_SCRATCH2, ERR_MEMO, FRAME_COLS, MEMO_COLS, MEMO_SIZE, S_HASH
+from .kernels.wide import get64_py
 from .thread_scratch import per_thread
 from .vocabulary import EOS, NORMAL, SPECIAL
 
@@ -45,8 +47,10 @@ class Matcher:
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
         self.chart = Chart(compiled.tables, compiled.chart_rows)  # grows chart_rows too
-        # (n_sets, finished, text length) before each consumed token
-        self._history: list[tuple[int, bool, int]] = []
+        # before each consumed token, two entries: the chart's sets, and the text's length
+        # times two plus 1 if the output was finished (16 bytes a token; a list of tuples
+        # took 150)
+        self._history = array("q")
         self._text = bytearray()  # the bytes consumed so far
         self._check = compiled.grammar.final_check
         self._check_memo: tuple[tuple[int, int], bool] | None = None
@@ -81,7 +85,7 @@ class Matcher:
     @property
     def num_tokens(self) -> int:
         """Number of tokens consumed (and not rolled back)."""
-        return len(self._history)
+        return len(self._history) >> 1
 
     # -- masks ------------------------------------------------------------------------
     def fill_bitmask(self, out: Any, row: int = 0) -> None:
@@ -110,7 +114,7 @@ class Matcher:
             for e in c.eos_ids.tolist():
                 dst[e >> 5] |= np.uint32(1 << (e & 31))
             return
-        key = chart.S.item(top - 1, S_HASH)
+        key = get64_py(chart.S, top - 1, S_HASH)
         if not c.mask_cache.fill(key, dst):
             t0 = time.perf_counter_ns()
             self._fill_kernel(dst, top)
@@ -187,10 +191,11 @@ class Matcher:
             )
         kind = int(c.token_kinds[tid])
         chart = self.chart
-        before = (chart.n_sets, self._finished, len(self._text))
+        n_before, text_before = chart.n_sets, 2 * len(self._text) + self._finished
         if self._finished:
             if kind == EOS:
-                self._history.append(before)
+                self._history.append(n_before)
+                self._history.append(text_before)
                 if self._budgets is not None:
                     self._token_ended()
                 return
@@ -199,7 +204,8 @@ class Matcher:
             if not self.is_accepting():
                 raise TokenRejectedError(tid, f"EOS token {tid} before the output is complete")
             self._finished = True
-            self._history.append(before)
+            self._history.append(n_before)
+            self._history.append(text_before)
             if self._budgets is not None:
                 self._token_ended()
             return
@@ -228,7 +234,8 @@ class Matcher:
                 f"{self.num_tokens} tokens",
             )
         chart.n_sets = n
-        self._history.append(before)
+        self._history.append(n_before)
+        self._history.append(text_before)
         if self._budgets is not None:
             self._token_ended()
 
@@ -290,30 +297,30 @@ class Matcher:
         otherwise, a ``bool`` included; ``MatcherStateError`` beyond those consumed)."""
         if type(num_tokens) is not int:
             num_tokens = as_int(num_tokens, "num_tokens")
-        if num_tokens < 0 or num_tokens > len(self._history):
-            raise MatcherStateError(
-                f"cannot roll back {num_tokens} tokens: {len(self._history)} consumed"
-            )
+        consumed = len(self._history) >> 1
+        if num_tokens < 0 or num_tokens > consumed:
+            raise MatcherStateError(f"cannot roll back {num_tokens} tokens: {consumed} consumed")
         if num_tokens == 0:
             return
-        n_sets, finished, text_len = self._history[-num_tokens]
-        del self._history[-num_tokens:]
+        at = 2 * (consumed - num_tokens)
+        n_sets, text = self._history[at], self._history[at + 1]
+        del self._history[at:]
         if self._budgets is not None:
-            del self._ends[len(self._history) :]
+            del self._ends[consumed - num_tokens :]
         self.chart.n_sets = n_sets
-        self._finished = finished
-        del self._text[text_len:]
+        self._finished = bool(text & 1)
+        del self._text[text >> 1 :]
 
     def reset(self) -> None:
         """Back to the start of the grammar."""
-        self.rollback(len(self._history))
+        self.rollback(len(self._history) >> 1)
 
     def fork(self) -> Matcher:
         """An independent copy of this matcher (same position, separate future)."""
         new = object.__new__(Matcher)
         new.compiled = self.compiled
         new.chart = self.chart.copy()
-        new._history = list(self._history)
+        new._history = self._history[:]
         new._text = bytearray(self._text)
         new._check = self._check
         new._check_memo = self._check_memo

@@ -7,8 +7,8 @@ that *continuation* make the item behave the same, so one copy suffices. A lexem
 ``(state, origin)`` likewise depends on its origin only through the continuation of its
 terminal there.
 
-Every item carries a class (``P[q, P_CLASS]``, ``L[q, L_CLASS]``): items with equal
-classes and equal rule (lexer state) behave the same wherever their origins lie, and the
+Every item carries a class (``P_CLASS``, ``L_CLASS``: 64 bits, ``kernels/wide.py``): items
+with equal classes and equal rule (lexer state) behave the same wherever their origins lie, and the
 chart keeps one of them. By default the class is ``-(origin + 1)``: identity, no merging.
 In a set built with ``ctx[C_CLASSIFY]`` on (the completability check's gap runs, where
 the sets would otherwise hold one copy of each item per byte position a lexeme or rule
@@ -56,6 +56,7 @@ from .layout import (
     S_L,
     S_P,
 )
+from .wide import get64, put64
 
 MAX_DEPTH = 32  # frames of one unfolding
 MAX_EXPANSIONS = 256  # symbols one unfolding may expand; past that the root keeps its identity
@@ -108,7 +109,7 @@ def classify_set(gt, P, L, S, stamp, ser, k, p_end, l_end):  # type: ignore[no-u
         if P[q, P_ORIGIN] == k:
             v = _cont(gt, P, stamp, k, ser, NT + gt[item_lhs + P[q, P_ITEM]], fr)
             if v != 0:
-                P[q, P_CLASS] = v
+                put64(P, q, P_CLASS, v)
     lex_term = gt[H_LEX_TERM]
     ignore = gt[H_TERM_IGNORE]
     for q in range(S[k, S_L], l_end):
@@ -117,7 +118,7 @@ def classify_set(gt, P, L, S, stamp, ser, k, p_end, l_end):  # type: ignore[no-u
             if gt[ignore + t] == 0:
                 v = _cont(gt, P, stamp, k, ser, t, fr)
                 if v != 0:
-                    L[q, L_CLASS] = v
+                    put64(L, q, L_CLASS, v)
 
 
 @kernel(nogil=True)
@@ -149,7 +150,7 @@ def _cont(gt, P, stamp, k, ser, root, fr):  # type: ignore[no-untyped-def]
         while q >= 0:
             it = P[q, P_ITEM]
             if P[q, P_ORIGIN] != k:
-                stamp[f + 2] += mix((it + 1) * _K_ITEM + P[q, P_CLASS])
+                stamp[f + 2] += mix((it + 1) * _K_ITEM + get64(P, q, P_CLASS))
                 q = P[q, P_LINK]
                 continue
             y = NT + gt[item_lhs + it]

@@ -15,16 +15,17 @@ to two sets:
 Chart layout (owned by one ``corral.automata.chart.Chart``; columns and slots are named
 in ``kernels/layout.py``):
 
-* ``P``: ``int64 [capP, 4]`` parser items ``(item, origin, link, class)`` (``P_*``);
-* ``L``: ``int64 [capL, 4]`` lexeme items ``(lexer state, origin, link, class)``
+* ``P``: ``int32 [capP, 5]`` parser items ``(item, origin, link, class)`` (``P_*``; the
+  class is 64 bits in two columns, read and written by ``kernels/wide.py``);
+* ``L``: ``int32 [capL, 5]`` lexeme items ``(lexer state, origin, link, class)``
   (``L_*``); the origin is the completion set (or set 0) whose parser items the lexeme
   will advance; the class says which items behave the same (``kernels/continuation.py``):
   ``-(origin+1)`` unless the set was classified;
-* ``S``: ``int64 [capS, 4]`` (``S_*``); set ``k`` holds parser items
+* ``S``: ``int32 [capS, 5]`` (``S_*``, the hash in two columns); set ``k`` holds parser items
   ``P[S[k, S_P] : S[k+1, S_P]]`` and lexeme items ``L[S[k, S_L] : S[k+1, S_L]]``;
   ``S[k, S_ACCEPT]`` = 1 if the input read so far is a complete word (for a byte set:
-  once its pending lexemes end, i.e. if the text ended here); ``S[k, S_HASH]`` is a
-  structural hash of the set (its items, each origin replaced by the origin set's own
+  once its pending lexemes end, i.e. if the text ended here); ``S_HASH`` (64 bits) is
+  a structural hash of the set (its items, each origin replaced by the origin set's own
   hash), equal for sets that behave the same wherever they lie. ``S[n_sets, S_P]`` and
   ``S[n_sets, S_L]`` are always the ends of the last set.
 * ``stamp``: ``int64 [NI + 2G + NN + scratch + 1]`` (or longer) dedupe stamps (and the
@@ -99,6 +100,7 @@ from .layout import (
     SET_COLS,
 )
 from .lexer import lex_next
+from .wide import get64, put64
 
 _SELF = 0x5BD1E995  # stands for "this set" as an origin in structural hashes
 _ROOT = 0x3C6EF372FE94F82B  # marks set 0's hash
@@ -113,8 +115,10 @@ def _add_p(P, stamp, sorig, ctx, it, o, cls):  # type: ignore[no-untyped-def]
     if stamp[it] == ser:
         prev = sorig[it]
         q = prev
+        lo = np.int32(np.int64(cls) & 0xFFFFFFFF)  # the class's words, as stored
+        hi = np.int32(np.int64(cls) >> 32)
         while q >= 0:  # the items of this set with the same dotted rule
-            if P[q, P_CLASS] == cls:
+            if P[q, P_CLASS] == lo and P[q, P_CLASS + 1] == hi:
                 return
             q = P[q, P_LINK]
     pc = ctx[C_PC]
@@ -125,7 +129,7 @@ def _add_p(P, stamp, sorig, ctx, it, o, cls):  # type: ignore[no-untyped-def]
     P[pc, P_ITEM] = it
     P[pc, P_ORIGIN] = o
     P[pc, P_LINK] = prev
-    P[pc, P_CLASS] = cls
+    put64(P, pc, P_CLASS, cls)
     sorig[it] = pc
     ctx[C_PC] = pc + 1
 
@@ -139,8 +143,10 @@ def _add_l(L, stamp, sorig, ctx, ni, g, o, cls):  # type: ignore[no-untyped-def]
     if stamp[ni + g] == ser:
         prev = sorig[ni + g]
         q = prev
+        lo = np.int32(np.int64(cls) & 0xFFFFFFFF)  # the class's words, as stored
+        hi = np.int32(np.int64(cls) >> 32)
         while q >= 0:  # the items of this set in the same lexer state
-            if L[q, L_CLASS] == cls:
+            if L[q, L_CLASS] == lo and L[q, L_CLASS + 1] == hi:
                 return
             q = L[q, L_LINK]
     lc = ctx[C_LC]
@@ -151,7 +157,7 @@ def _add_l(L, stamp, sorig, ctx, ni, g, o, cls):  # type: ignore[no-untyped-def]
     L[lc, L_STATE] = g
     L[lc, L_ORIGIN] = o
     L[lc, L_LINK] = prev
-    L[lc, L_CLASS] = cls
+    put64(L, lc, L_CLASS, cls)
     sorig[ni + g] = lc
     ctx[C_LC] = lc + 1
 
@@ -167,7 +173,7 @@ def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, o):  # type: ignore[no
         for q in range(S[o, S_L], S[o + 1, S_L]):
             g = L[q, L_STATE]
             if L[q, L_ORIGIN] == o and gt[is_start + g]:
-                _add_l(L, stamp, sorig, ctx, ni, g, o, L[q, L_CLASS])
+                _add_l(L, stamp, sorig, ctx, ni, g, o, get64(L, q, L_CLASS))
         if S[o, S_ACCEPT]:
             ctx[C_ACC] = 1
         # A terminal may be both ignored and named in rules (Lark merges equal literals):
@@ -176,7 +182,7 @@ def _complete_terminal(gt, P, L, S, stamp, sorig, ctx, t, o):  # type: ignore[no
     for r in range(S[o, S_P], S[o + 1, S_P]):
         it = P[r, P_ITEM]
         if gt[item_sym + it] == t:
-            _add_p(P, stamp, sorig, ctx, it + 1, P[r, P_ORIGIN], P[r, P_CLASS])
+            _add_p(P, stamp, sorig, ctx, it + 1, P[r, P_ORIGIN], get64(P, r, P_CLASS))
 
 
 @kernel(nogil=True, inline="always")
@@ -211,15 +217,15 @@ def _seal(P, L, S, ctx, k):  # type: ignore[no-untyped-def]
     h = ctx[C_ACC] * 0x2545F4914F6CDD1D
     for q in range(p0, pc):
         o = P[q, P_ORIGIN]
-        oh = _SELF if o == k else S[o, S_HASH]
+        oh = _SELF if o == k else get64(S, o, S_HASH)
         h += mix(P[q, P_ITEM] * 0x100000001B3 + oh)
     for q in range(l0, lc):
         o = L[q, L_ORIGIN]
-        oh = _SELF if o == k else S[o, S_HASH]
+        oh = _SELF if o == k else get64(S, o, S_HASH)
         h += mix(~(L[q, L_STATE] * 0x100000001B3 + oh))
     if k == 0:
         h ^= _ROOT  # only set 0 completes the start rule: no other set behaves as it does
-    S[k, S_HASH] = h
+    put64(S, k, S_HASH, h)
 
 
 @kernel(nogil=True, inline="always")
@@ -248,7 +254,6 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
             return ctx[C_ERR]
         it = P[q, P_ITEM]
         o = P[q, P_ORIGIN]
-        cls = P[q, P_CLASS]
         q += 1
         s = gt[item_sym + it]
         if s < 0:
@@ -261,7 +266,7 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
             for r in range(S[o, S_P], S[o + 1, S_P]):
                 it2 = P[r, P_ITEM]
                 if gt[item_sym + it2] == a:
-                    _add_p(P, stamp, sorig, ctx, it2 + 1, P[r, P_ORIGIN], P[r, P_CLASS])
+                    _add_p(P, stamp, sorig, ctx, it2 + 1, P[r, P_ORIGIN], get64(P, r, P_CLASS))
         elif s < NT:
             _add_l(L, stamp, sorig, ctx, ni, gt[term_start + s], k, -(k + 1))
             ctx[C_TERM] = 1
@@ -272,7 +277,7 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
                 for r in range(gt[pred_start + a], gt[pred_start + a + 1]):
                     _add_p(P, stamp, sorig, ctx, gt[pred_items + r], k, -(k + 1))
             if gt[nullable + a]:
-                _add_p(P, stamp, sorig, ctx, it + 1, o, cls)
+                _add_p(P, stamp, sorig, ctx, it + 1, o, get64(P, q - 1, P_CLASS))
     # Ignored lexemes may start here if this set expects a terminal or ends a parse. (A set
     # that is complete only because an ignored lexeme ended needs none: the origin set's
     # own ignore items were copied in.)
@@ -298,7 +303,7 @@ def init_chart(gt, lex, P, L, S, stamp, sorig, ctx):  # type: ignore[no-untyped-
         return ERR_S
     S[0, S_P] = 0
     S[0, S_L] = 0
-    S[0, S_HASH] = 0
+    put64(S, 0, S_HASH, 0)
     _begin(S, stamp, ctx, 0)
     _add_p(P, stamp, sorig, ctx, gt[H_START], 0, -1)
     return _close(gt, P, L, S, stamp, sorig, ctx, 0)
@@ -374,12 +379,12 @@ def scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, k, byte):  # type: ignore[no-
     for idx in range(S[j, S_L], S[j + 1, S_L]):
         g2 = lex_next(lex, L[idx, L_STATE], cls)
         if g2 >= 0 and g2 != trap:
-            _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
+            _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], get64(L, idx, L_CLASS))
     if c > 0:
         for idx in range(S[k, S_L], S[k + 1, S_L]):
             g2 = lex_next(lex, L[idx, L_STATE], cls)
             if g2 >= 0 and g2 != trap:
-                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
+                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], get64(L, idx, L_CLASS))
     return seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0)
 
 
@@ -407,7 +412,7 @@ def seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0):  # type: ignore[n
             return e
         acc = 1 if e > 0 and S[b + 1, S_ACCEPT] != 0 else 0
     S[b, S_ACCEPT] = acc
-    S[b, S_HASH] += acc * 0x2545F4914F6CDD1D
+    put64(S, b, S_HASH, get64(S, b, S_HASH) + acc * 0x2545F4914F6CDD1D)
     return b + 1
 
 
@@ -476,9 +481,9 @@ def consume_special(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, g):  # type: ig
 def new_chart(cap_p: int, cap_l: int, cap_s: int) -> tuple[np.ndarray, ...]:
     """Fresh chart arrays ``(P, L, S, ctx)`` (see the module docs) with room for
     ``cap_p`` parser items, ``cap_l`` lexeme items and ``cap_s - 1`` sets."""
-    P = np.zeros((cap_p, ITEM_COLS), np.int64)
-    L = np.zeros((cap_l, ITEM_COLS), np.int64)
-    S = np.zeros((cap_s, SET_COLS), np.int64)
+    P = np.zeros((cap_p, ITEM_COLS), np.int32)
+    L = np.zeros((cap_l, ITEM_COLS), np.int32)
+    S = np.zeros((cap_s, SET_COLS), np.int32)
     ctx = np.zeros(CTX_LEN, np.int64)
     return P, L, S, ctx
 

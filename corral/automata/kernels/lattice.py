@@ -55,6 +55,7 @@ from .layout import (
     S_L,
 )
 from .lexer import lex_next
+from .wide import get64
 
 
 @kernel(nogil=True, inline="always")
@@ -125,13 +126,13 @@ def scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
         for idx in range(S[j, S_L], S[j + 1, S_L]):
             g2 = lex_next(lex, L[idx, L_STATE], c)
             if g2 >= 0 and g2 != trap:
-                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
+                _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], get64(L, idx, L_CLASS))
         o = comp[ci]
         if o >= 0:
             for idx in range(S[o, S_L], S[o + 1, S_L]):
                 g2 = lex_next(lex, L[idx, L_STATE], c)
                 if g2 >= 0 and g2 != trap:
-                    _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], L[idx, L_CLASS])
+                    _add_l(L, stamp, sorig, ctx, ni, g2, L[idx, L_ORIGIN], get64(L, idx, L_CLASS))
     return seal_byte_set(gt, lex, P, L, S, stamp, sorig, ctx, b, l0)
 
 
@@ -159,9 +160,9 @@ def scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     ni = gt[H_NI]
     _begin(S, stamp, ctx, u)
     for idx in range(S[j, S_L], S[j + 1, S_L]):
-        _add_l(L, stamp, sorig, ctx, ni, L[idx, L_STATE], L[idx, L_ORIGIN], L[idx, L_CLASS])
+        _add_l(L, stamp, sorig, ctx, ni, L[idx, L_STATE], L[idx, L_ORIGIN], get64(L, idx, L_CLASS))
     for idx in range(S[b, S_L], S[b + 1, S_L]):
-        _add_l(L, stamp, sorig, ctx, ni, L[idx, L_STATE], L[idx, L_ORIGIN], L[idx, L_CLASS])
+        _add_l(L, stamp, sorig, ctx, ni, L[idx, L_STATE], L[idx, L_ORIGIN], get64(L, idx, L_CLASS))
     if ctx[C_ERR] != 0:
         return ctx[C_ERR]
     ctx[C_ACC] = 1 if S[j, S_ACCEPT] != 0 or S[b, S_ACCEPT] != 0 else 0
@@ -195,12 +196,12 @@ def _scan_ops(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, 
         if op == OP_OPT:
             if skip:
                 continue
-            before = S[k - 1, S_HASH]
+            before = get64(S, k - 1, S_HASH)
             st = scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp)
             if st < 0:
                 return st
             # the same set again: the rest of the run would repeat it
-            skip = st == k or S[st - 1, S_HASH] == before
+            skip = st == k or get64(S, st - 1, S_HASH) == before
             k = st
             continue
         skip = False
@@ -241,14 +242,14 @@ def _completable(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt,
     if S[k - 1, S_ACCEPT] != 0:
         return 1
     for _ in range(n_opt):
-        before = S[k - 1, S_HASH]
+        before = get64(S, k - 1, S_HASH)
         st = scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp)
         if st <= 0:
             return st
         k = st
         if S[k - 1, S_ACCEPT] != 0:
             return 1
-        if S[k - 1, S_HASH] == before:
+        if get64(S, k - 1, S_HASH) == before:
             return 0  # the same set again: more gap bytes change nothing
     return 0
 

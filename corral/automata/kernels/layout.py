@@ -49,13 +49,15 @@ H_N_SPECIAL = 25  # number of terminals that stand for special tokens
 HEADER_LEN = 32
 
 # -- the Earley chart (kernels/earley.py) ----------------------------------------------------
-# P: int64 [capP, 4] parser items; L: int64 [capL, 4] lexeme items
+# P: int32 [capP, 5] parser items; L: int32 [capL, 5] lexeme items. A class is 64 bits in
+# two columns (CLASS and CLASS + 1: kernels/wide.py)
 P_ITEM, P_ORIGIN, P_LINK, P_CLASS = 0, 1, 2, 3  # dotted rule, origin set, chain, class
 L_STATE, L_ORIGIN, L_LINK, L_CLASS = 0, 1, 2, 3  # lexer state, origin set, chain, class
-ITEM_COLS = 4
-# S: int64 [capS, 4] per set: first row in P, first row in L, accepting, structural hash
+ITEM_COLS = 5
+# S: int32 [capS, 5] per set: first row in P, first row in L, accepting, structural hash
+# (64 bits in columns S_HASH and S_HASH + 1)
 S_P, S_L, S_ACCEPT, S_HASH = 0, 1, 2, 3
-SET_COLS = 4
+SET_COLS = 5
 # ctx: int64 [CTX_LEN] cursors of the set being built, and counters kept for callers
 C_PC = 0  # parser cursor
 C_LC = 1  # lexeme cursor

@@ -101,6 +101,7 @@ from .layout import (
 )
 from .lexer import lex_classes, lex_dense, lex_next
 from .trie import UTF8_FORMS
+from .wide import get64
 
 _MIN_JUMP = 16  # skip plain runs only below nodes with a larger subtree (else walk them)
 # plain bytes a state may send elsewhere and still skip runs of the others: 24 admits a
@@ -970,7 +971,7 @@ def _walk_below(  # type: ignore[no-untyped-def]
                     idx += 1
                     if not first or not _may_start(lex, fr, g2):
                         continue
-                    seen = _memo_seen(memo, ctx[C_SCRATCH2], S[fk + 1, S_HASH], xs, g2)
+                    seen = _memo_seen(memo, ctx[C_SCRATCH2], get64(S, fk + 1, S_HASH), xs, g2)
                     if seen < 0:
                         return ERR_MEMO
                     if seen == 0:
