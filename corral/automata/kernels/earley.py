@@ -115,10 +115,8 @@ def _add_p(P, stamp, sorig, ctx, it, o, cls):  # type: ignore[no-untyped-def]
     if stamp[it] == ser:
         prev = sorig[it]
         q = prev
-        lo = np.int32(np.int64(cls) & 0xFFFFFFFF)  # the class's words, as stored
-        hi = np.int32(np.int64(cls) >> 32)
         while q >= 0:  # the items of this set with the same dotted rule
-            if P[q, P_CLASS] == lo and P[q, P_CLASS + 1] == hi:
+            if get64(P, q, P_CLASS) == cls:
                 return
             q = P[q, P_LINK]
     pc = ctx[C_PC]
@@ -143,10 +141,8 @@ def _add_l(L, stamp, sorig, ctx, ni, g, o, cls):  # type: ignore[no-untyped-def]
     if stamp[ni + g] == ser:
         prev = sorig[ni + g]
         q = prev
-        lo = np.int32(np.int64(cls) & 0xFFFFFFFF)  # the class's words, as stored
-        hi = np.int32(np.int64(cls) >> 32)
         while q >= 0:  # the items of this set in the same lexer state
-            if L[q, L_CLASS] == lo and L[q, L_CLASS + 1] == hi:
+            if get64(L, q, L_CLASS) == cls:
                 return
             q = L[q, L_LINK]
     lc = ctx[C_LC]
