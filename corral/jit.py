@@ -28,7 +28,8 @@ Environment:
 - ``CORRAL_NO_PREBUILD=1``: build the package without prebuilt kernels.
 - ``CORRAL_PREBUILD_DIR``: set by :func:`prebuild` for its subprocess (build mode).
 
-This module imports nothing from the rest of the package.
+This module imports nothing from the rest of the package but ``jit_load.py`` (how an
+entry is loaded).
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ def _cache_class() -> type:
     import Numba's internals before a kernel is declared."""
     from numba.core.caching import FunctionCache, IndexDataCacheFile
 
+    from .jit_load import rebuild
+
     class PrebuiltFunctionCache(FunctionCache):  # type: ignore[misc]
         """A kernel's cache: Numba's own, then the prebuilt directory (see the module)."""
 
@@ -184,18 +187,18 @@ def _cache_class() -> type:
                 return self._load_overload(sig, target_context)
 
         def _load_overload(self, sig: Any, target_context: Any) -> Any:
-            data = super()._load_overload(sig, target_context)
-            if data is not None or not self._enabled or _build_dir() is not None:
-                return data
-            prebuilt = self._prebuilt_file()
-            if prebuilt is None:
+            if not self._enabled:
                 return None
             key = self._index_key(sig, target_context.codegen())
-            triple, _cpu, _features = key[1]
-            raw = prebuilt.load((key[0], (triple, GENERIC_CPU, ""), key[2]))
+            raw = self._cache_file.load(key)
+            if raw is None and _build_dir() is None:
+                prebuilt = self._prebuilt_file()
+                if prebuilt is not None:
+                    triple, _cpu, _features = key[1]
+                    raw = prebuilt.load((key[0], (triple, GENERIC_CPU, ""), key[2]))
             if raw is None:
                 return None
-            return self._impl.rebuild(target_context, raw)
+            return rebuild(target_context, raw)
 
     return PrebuiltFunctionCache
 

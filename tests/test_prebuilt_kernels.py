@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.processes import run_json
 
 import corral
 from corral import jit
@@ -63,15 +64,7 @@ def _run(tmp: Path, mode: str, cache: str, **env: str) -> dict[str, int]:
     e["NUMBA_CACHE_DIR"] = str(tmp / cache)
     e["PYTHONDONTWRITEBYTECODE"] = "1"
     e.update(env)
-    out = subprocess.run(
-        [sys.executable, "-c", _RUN, str(tmp / "pre"), str(tmp / "mod"), mode],
-        env=e,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    result: dict[str, int] = json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, int] = run_json(_RUN, str(tmp / "pre"), str(tmp / "mod"), mode, env=e)
     return result
 
 

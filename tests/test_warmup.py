@@ -11,13 +11,13 @@ cache miss for each signature it had to compile.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.processes import run_json
 from support.tokenizers import tokenizer_path
 
 TESTS = Path(__file__).resolve().parent
@@ -94,15 +94,8 @@ def _env(cache: Path, prebuilt: bool = False) -> dict[str, str]:
 
 def _workload(path: Path, cache: Path, prebuilt: bool) -> dict[str, object]:
     """Run :data:`WORKLOAD` in a fresh process; its counts of kernels loaded and compiled."""
-    run = subprocess.run(
-        [sys.executable, "-c", WORKLOAD, str(path), str(TESTS / "data/grammars/json.lark")],
-        env=_env(cache, prebuilt),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    counts: dict[str, object] = json.loads(run.stdout.strip().splitlines()[-1])
+    grammar = str(TESTS / "data/grammars/json.lark")
+    counts: dict[str, object] = run_json(WORKLOAD, str(path), grammar, env=_env(cache, prebuilt))
     return counts
 
 
