@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.grammar.regex.charset import _case_related, python_class
+from corral.grammar.regex.charset import CASED_BELOW, MAX_CODE_POINT, _case_related, python_class
 from corral.grammar.regex.python_syntax import _Translator
 
 try:  # Python 3.11+
@@ -93,3 +93,17 @@ def test_the_text_of_every_code_point_is_every_scalar_value_in_order() -> None:
 
     expected = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
     assert _all_code_points() == expected
+
+
+def test_no_cased_character_past_the_scanned_planes() -> None:
+    """``_case_related`` scans planes 0 and 1 only: every code point this Python's ``re``
+    calls cased, or gives another lowercase, lies below :data:`CASED_BELOW`."""
+    import _sre
+
+    past = range(CASED_BELOW, MAX_CODE_POINT + 1)
+    assert not any(map(_sre.unicode_iscased, past))
+    assert all(_sre.unicode_tolower(c) == c for c in past)
+    # and the scanned planes hold what the whole range would give
+    cased = [c for c in range(CASED_BELOW) if _sre.unicode_iscased(c)]
+    _text, code_points, _set = _case_related()
+    assert set(cased) <= set(code_points)

@@ -189,6 +189,15 @@ def python_class_ignorecase(source: str, plain: CharSet) -> CharSet:
     return plain.difference(related_set).union(CharSet((c, c) for c in hits))
 
 
+CASED_BELOW = 0x20000
+"""Every cased character (one with a lowercase or uppercase other than itself) lies below
+this: Unicode puts the scripts with case in planes 0 and 1 (the last cased letters,
+Adlam's, end at U+1E943; planes 2 and 3 hold ideographs, 14 tags and selectors, 15 and 16
+private use), so :func:`_case_related` asks ``re`` about those planes only, an eighth of
+the code points (``tests/test_charset_ignorecase.py`` checks every code point on the
+running Python)."""
+
+
 @functools.lru_cache(maxsize=1)
 def _case_related() -> tuple[str, tuple[int, ...], CharSet] | None:
     """``(text, code points, set)`` of the characters whose case-insensitive matching in
@@ -203,12 +212,18 @@ def _case_related() -> tuple[str, tuple[int, ...], CharSet] | None:
     fixes = _case_fixes()
     if fixes is None:  # pragma: no cover - CPython 3.10 to 3.13 have them
         return None
-    flags = bytes(map(iscased, range(MAX_CODE_POINT + 1)))
-    cased = [i for m in re.finditer(b"\x01+", flags) for i in range(m.start(), m.end())]
+    flags = bytes(map(iscased, range(CASED_BELOW)))
+    cased = [m.start() for m in re.finditer(b"\x01", flags)]
     related = set(cased) | {tolower(c) for c in cased} | fixes
     s_lo, s_hi = SURROGATES
     code_points = tuple(sorted(c for c in related if not s_lo <= c <= s_hi))
-    return "".join(map(chr, code_points)), code_points, CharSet((c, c) for c in code_points)
+    runs: list[list[int]] = []
+    for c in code_points:
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return "".join(map(chr, code_points)), code_points, CharSet(runs)
 
 
 def _case_fixes() -> set[int] | None:
