@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CorralError
+from ..errors import CompileBudgetError, CorralError
 from .kernels import earley
 from .kernels.layout import ERR_L, ERR_P, ERR_S, L_STATE, S_ACCEPT, S_L, S_P
 from .tables import Tables
@@ -157,12 +157,25 @@ class Chart:
         return new
 
 
+MAX_ROWS = int(np.iinfo(np.int32).max)
+"""The most rows a chart array may have: rows are numbered in ``int32`` columns (a set's
+first parser and lexeme rows, an item's link)."""
+
+
 def _grow_rows(a: np.ndarray) -> np.ndarray:
-    """``a`` with half as many rows again (zeros). Half, not double: a chart grows with
+    """``a`` with half as many rows again (zeros), up to :data:`MAX_ROWS`; past that,
+    :class:`~corral.errors.CompileBudgetError`. Half, not double: a chart grows with
     its text, and doubling left a third of the rows of a live matcher unused on average
     (35 KB of chart for 22 KB of items at half a MaskBench document; 29 KB growing by
     half)."""
-    new = np.zeros((max(a.shape[0] + 1, a.shape[0] * 3 // 2), *a.shape[1:]), a.dtype)
+    if a.shape[0] >= MAX_ROWS:
+        raise CompileBudgetError(
+            f"the parse chart needs more than {MAX_ROWS} rows of one kind (parser items, "
+            "lexeme items or sets), the most its int32 row numbers can address: the input "
+            "is too long or the grammar too ambiguous for it"
+        )
+    rows = min(MAX_ROWS, max(a.shape[0] + 1, a.shape[0] * 3 // 2))
+    new = np.zeros((rows, *a.shape[1:]), a.dtype)
     new[: a.shape[0]] = a
     return new
 
