@@ -146,7 +146,7 @@ def _cache_class() -> type:
     import Numba's internals before a kernel is declared."""
     from numba.core.caching import FunctionCache, IndexDataCacheFile
 
-    from .jit_load import rebuild
+    from .jit_load import load_entry, rebuild
 
     class PrebuiltFunctionCache(FunctionCache):  # type: ignore[misc]
         """A kernel's cache: Numba's own, then the prebuilt directory (see the module)."""
@@ -190,12 +190,12 @@ def _cache_class() -> type:
             if not self._enabled:
                 return None
             key = self._index_key(sig, target_context.codegen())
-            raw = self._cache_file.load(key)
+            raw = load_entry(self._cache_file, key)
             if raw is None and _build_dir() is None:
                 prebuilt = self._prebuilt_file()
                 if prebuilt is not None:
                     triple, _cpu, _features = key[1]
-                    raw = prebuilt.load((key[0], (triple, GENERIC_CPU, ""), key[2]))
+                    raw = load_entry(prebuilt, (key[0], (triple, GENERIC_CPU, ""), key[2]))
             if raw is None:
                 return None
             return rebuild(target_context, raw)

@@ -20,12 +20,25 @@ object code, which is what the symbol table lists.
 The switch is scoped: the hook on the target's code generator (:func:`_hook`) builds such
 a library only inside :func:`rebuild`, on the thread that runs it; every other load in the
 process (other libraries' Numba caches) goes through Numba's own path.
+
+An entry also names the *environments* of the functions compiled into it (a function's
+constants, and its module's globals): Numba's loader imports each one's module to take its
+``__dict__``. Those of NumPy support inlined into the kernels (``numba.np.arrayobj``,
+``numba.np.arraymath``, ...) are modules nothing else in a loading process imports: about
+half of the kernel loads' time to a first mask. The globals serve object-mode code only
+(``numba/core/pylowering.py``; compiled code in nopython mode, which every kernel is,
+reads an environment's constants and nothing else), so :func:`load_entry` gives a function
+of a module not imported yet an environment whose globals name the module and hold nothing
+else (:func:`_environment`); a module already imported lends its own, as with Numba.
 """
 
 from __future__ import annotations
 
 import functools
+import io
+import pickle
 import struct
+import sys
 import threading
 from typing import Any
 
@@ -130,6 +143,44 @@ def _hook(codegen: Any) -> None:
 
     codegen.unserialize_library = unserialize_library
     codegen._corral_hooked = True
+
+
+def _environment(modname: str | None, consts: list[Any], env_name: str) -> Any:
+    """Numba's ``_rebuild_env`` without importing ``modname`` when it is not imported yet:
+    the environment's globals are then ``{"__name__": modname}`` (see the module)."""
+    from numba.core.environment import Environment, _rebuild_env, lookup_environment
+
+    if modname is None or modname in sys.modules or lookup_environment(env_name) is not None:
+        return _rebuild_env(modname, consts, env_name)
+    env = Environment({"__name__": modname})
+    env.consts[:] = consts
+    env.env_name = env_name
+    Environment._memo[env_name] = env
+    return env
+
+
+class _EntryUnpickler(pickle.Unpickler):
+    """Numba's cache data, with environments rebuilt by :func:`_environment`."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "numba.core.environment" and name == "_rebuild_env":
+            return _environment
+        return super().find_class(module, name)
+
+
+def load_entry(cache_file: Any, key: Any) -> Any:
+    """The payload Numba's ``IndexDataCacheFile`` ``cache_file`` holds under ``key``, as
+    its ``load`` reads it (``None`` when absent or removed meanwhile), with environments
+    rebuilt by :func:`_environment`."""
+    name = cache_file._load_index().get(key)
+    if name is None:
+        return None
+    try:
+        with open(cache_file._data_path(name), "rb") as f:
+            data = f.read()
+    except OSError:  # removed while the index still named it
+        return None
+    return _EntryUnpickler(io.BytesIO(data)).load()
 
 
 def rebuild(target_context: Any, payload: tuple[Any, ...]) -> Any:

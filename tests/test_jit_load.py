@@ -73,11 +73,16 @@ def test_truncated_or_foreign_objects_are_refused() -> None:
 
 _MODULE = textwrap.dedent(
     """
+    import numpy as np
     from corral.jit import kernel
 
     @kernel()
     def inner(x):
-        return x * 2
+        if x < 0:
+            raise ValueError("negative")
+        a = np.empty(3, np.int64)  # NumPy support inlined: its environments are arrayobj's
+        a[:] = x
+        return a.sum() - x
 
     @kernel()
     def outer(x):
@@ -90,15 +95,20 @@ _RUN = textwrap.dedent(
     import json, sys
     sys.path.insert(0, sys.argv[1])
     import scratchkernels as k
-    out = {"inner": k.inner(4)}
+    out = {"inner": int(k.inner(4))}
     lib = next(iter(k.inner.overloads.values())).library
     out["inner_library"] = type(lib).__name__
     out["parsed_before"] = getattr(lib, "_parsed", None) is not None
+    try:
+        k.inner(-1)
+    except ValueError as e:
+        out["raised"] = str(e)
     if sys.argv[2] == "both":
-        out["outer"] = k.outer(5)
+        out["outer"] = int(k.outer(5))
         out["parsed_after"] = getattr(lib, "_parsed", None) is not None
         out["outer_library"] = type(next(iter(k.outer.overloads.values())).library).__name__
         out["hits"] = sum(k.outer.stats.cache_hits.values())
+    out["arrayobj_imported"] = "numba.np.arrayobj" in sys.modules
     print(json.dumps(out))
     """
 )
@@ -114,13 +124,32 @@ def test_loaded_kernels_run_and_link(tmp_path: Path) -> None:
     (tmp_path / "scratchkernels.py").write_text(_MODULE)
     first = _run(tmp_path, "inner")  # compiles `inner` and caches it
     assert first["inner"] == 8 and first["inner_library"] == "JITCodeLibrary"
+    assert first["raised"] == "negative"
     # `inner` loaded from the cache without its bitcode; `outer` compiled, linking it
     second = _run(tmp_path, "both")
     assert second["inner"] == 8 and second["inner_library"] == "ObjectCodeLibrary"
+    assert second["raised"] == "negative"  # the environment's constants are there
     assert second["parsed_before"] is False
     assert second["outer"] == 11 and second["parsed_after"] is True
     assert second["hits"] == 0 and second["outer_library"] == "JITCodeLibrary"
-    # both loaded: nothing parsed
+    # both loaded: no bitcode parsed, and NumPy support's module not imported for its
+    # environments
     third = _run(tmp_path, "both")
-    assert third["outer"] == 11 and third["hits"] == 1
+    assert third["outer"] == 11 and third["hits"] == 1 and third["raised"] == "negative"
     assert third["outer_library"] == "ObjectCodeLibrary" and third["parsed_after"] is False
+    assert third["arrayobj_imported"] is False
+
+
+def test_an_environment_imports_nothing() -> None:
+    import numba.core.environment as numba_env
+
+    from corral.jit_load import _environment
+
+    missing = "corral_no_such_module_for_environments"
+    env = _environment(missing, [1, "two"], "corral_test_env_missing")
+    assert env.globals == {"__name__": missing} and list(env.consts) == [1, "two"]
+    assert missing not in sys.modules
+    assert numba_env.lookup_environment("corral_test_env_missing") is env
+    # a module already imported lends its globals, as Numba's loader does
+    env = _environment("os", [], "corral_test_env_imported")
+    assert env.globals is sys.modules["os"].__dict__

@@ -223,7 +223,7 @@ def _case_related() -> tuple[str, tuple[int, ...], CharSet] | None:
             runs[-1][1] = c
         else:
             runs.append([c, c])
-    return "".join(map(chr, code_points)), code_points, CharSet(runs)
+    return "".join(map(chr, code_points)), code_points, CharSet((a, b) for a, b in runs)
 
 
 def _case_fixes() -> set[int] | None:
