@@ -217,13 +217,7 @@ def _case_related() -> tuple[str, tuple[int, ...], CharSet] | None:
     related = set(cased) | {tolower(c) for c in cased} | fixes
     s_lo, s_hi = SURROGATES
     code_points = tuple(sorted(c for c in related if not s_lo <= c <= s_hi))
-    runs: list[list[int]] = []
-    for c in code_points:
-        if runs and runs[-1][1] == c - 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    return "".join(map(chr, code_points)), code_points, CharSet((a, b) for a, b in runs)
+    return "".join(map(chr, code_points)), code_points, CharSet((c, c) for c in code_points)
 
 
 def _case_fixes() -> set[int] | None:
