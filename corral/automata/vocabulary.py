@@ -381,6 +381,21 @@ class Vocabulary:
         return self._dense_rows
 
     def _build_trie(self) -> TokenTrie:
+        """The trie, read from its file when a process built it before
+        (``trie_file.py``), else built and, for a large vocabulary, stored."""
+        from . import trie_file
+
+        n_tokens = int(np.count_nonzero(self._kinds == NORMAL))
+        if n_tokens >= trie_file.MIN_TOKENS:
+            stored = trie_file.load(self.hash, n_tokens, self.size)
+            if stored is not None:
+                return TokenTrie(**stored)
+        trie = self._new_trie()
+        if n_tokens >= trie_file.MIN_TOKENS:
+            trie_file.store(trie, self.hash)
+        return trie
+
+    def _new_trie(self) -> TokenTrie:
         from ..grammar.regex.dawg import byte_order
         from .kernels.mask import MEMO_MIN
         from .kernels.trie import ascii_below, build_trie, skip_frontier, utf8_chars

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..caching import BoundedCache
 from ..errors import ArgumentTypeError, CorralError, PromptTooLongError
+from ..user_cache import cache_dir
 
 DEFAULT_MODEL = "gemma3-270m"
 _GEMMA_DIR = "gemma-3-270m-fp32"
@@ -71,15 +72,6 @@ def check_prompt_length(n_tokens: int, context: int | None, what: str = "the pro
             f"{what} has {n_tokens} tokens; the model takes at most {context} (prompt and "
             "output together): shorten it"
         )
-
-
-def cache_dir() -> Path:
-    """corral's cache directory (created on demand)."""
-    root = os.environ.get("CORRAL_CACHE_DIR")
-    if root:
-        return Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "corral"
 
 
 def load_model(model: str | os.PathLike[str] | None = None) -> tuple[Any, Any]:

@@ -1,0 +1,312 @@
+"""A vocabulary's token trie on disk, so that a new process reads it instead of building it.
+
+Building the trie (:meth:`Vocabulary.trie`) costs a process about 100 ms of CPU for
+Llama-3's 128,257 tokens and twice that for Gemma-3's 262,144, plus loading its five
+kernels the first time: about 200 and 400 ms, paid by the first grammar compiled in each
+new process. Reading a stored trie back is one read of its file.
+
+Files are ``<cache_dir>/tries/<vocabulary hash>.trie`` (:func:`corral.user_cache.cache_dir`),
+keyed by :attr:`Vocabulary.hash`, the SHA-256 of every token's bytes and kind, the size and
+the EOS ids: a file is found only for the very vocabulary it was built from. Layout: the
+magic ``CORRALTRIE``, the format number and the header's length (two little-endian
+``uint32``), a JSON header (the hash, a digest of the sources that build a trie
+(:func:`builder_digest`), the two integer fields, each array's field name, dtype, shape
+and offset, the arrays' total length and their SHA-256), then the arrays, each at an
+offset that is a multiple of 64.
+
+A file must never change what is allowed, so a file is read only when its magic,
+format, sources, vocabulary hash, length and digest match and its arrays agree with one
+another and with the vocabulary (one entry per node where there should be, every index
+inside the array it indexes). A file of another format or other sources (another corral)
+is passed over silently; any other mismatch (flipped bits, truncated, edited, renamed)
+with a :class:`~corral.errors.CacheWarning` naming the file and what is wrong. Either
+way the trie is built and the file written again. Files are written to a temporary name
+in the same folder and renamed into place, so a reader sees a whole file or none. As for
+``cache_dir`` of :func:`corral.compile`, the digest has no secret: it protects against
+damage and mismatch, not against a forger, and the folder must be as trusted as the
+code that uses it.
+
+Reading Llama-3's trie (26.6 MB) takes about 25 ms of CPU: the read, the digest (about
+19 ms) and the checks.
+
+Vocabularies under :data:`MIN_TOKENS` tokens (built in milliseconds) are not stored; at
+most :data:`MAX_FILES` files are kept, the least recently read or written removed first.
+``CORRAL_TRIE_CACHE=0`` turns reading and writing off. An error of the file system on
+writing (a read-only home, a full disk) is ignored: the trie in memory is the same
+either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import CacheWarning
+from ..user_cache import cache_dir
+
+if TYPE_CHECKING:
+    from .vocabulary import TokenTrie
+
+__all__ = ["MAX_FILES", "MIN_TOKENS", "load", "store", "trie_folder"]
+
+MAGIC = b"CORRALTRIE"
+#: the layout's number: raised when the file's layout or the trie's fields change meaning
+FORMAT = 1
+#: vocabularies with fewer tokens are not stored (their tries build in milliseconds)
+MIN_TOKENS = 16_384
+#: the most trie files kept in the folder
+MAX_FILES = 8
+_ALIGN = 64
+_PREFIX = struct.Struct("<II")  # format, header length
+_NODE_FIELDS = (  # fields with one entry per node (the first axis)
+    "node_byte",
+    "depth",
+    "subtree_end",
+    "tok_start",
+    "tok_count",
+    "depth_small",
+    "frontier_begin",
+    "frontier_end",
+    "plain_height",
+    "plain_below",
+    "char_frontier_begin",
+    "char_frontier_end",
+    "char_height",
+    "char_below",
+    "chars",
+    "large_index",
+)
+
+
+#: the sources that decide what a trie holds: a file built by other sources is not read
+_BUILDERS = (
+    "trie_file.py",
+    "vocabulary.py",
+    "kernels/trie.py",
+    "kernels/mask.py",
+    "../grammar/regex/dawg.py",
+)
+
+
+@functools.lru_cache(maxsize=1)
+def builder_digest() -> str:
+    """A digest of the sources that build the trie (:data:`_BUILDERS`): a file written
+    by another version of them, even one with the same :data:`FORMAT`, is not read."""
+    h = hashlib.blake2b(digest_size=16)
+    here = Path(__file__).parent
+    for name in _BUILDERS:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()
+
+
+def enabled() -> bool:
+    """Whether tries are read from and written to disk (``CORRAL_TRIE_CACHE`` is not 0)."""
+    return os.environ.get("CORRAL_TRIE_CACHE", "1") != "0"
+
+
+def trie_folder() -> Path:
+    """The folder of trie files (not created here)."""
+    return cache_dir() / "tries"
+
+
+def _path(vocab_hash: str) -> Path:
+    return trie_folder() / f"{vocab_hash}.trie"
+
+
+def _fields(trie: TokenTrie) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    arrays: dict[str, np.ndarray] = {}
+    ints: dict[str, int] = {}
+    for f in dataclasses.fields(trie):
+        value = getattr(trie, f.name)
+        if isinstance(value, np.ndarray):
+            arrays[f.name] = value
+        else:
+            ints[f.name] = int(value)
+    return arrays, ints
+
+
+def _rounded(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def store(trie: TokenTrie, vocab_hash: str) -> Path | None:
+    """Write ``trie`` as the trie of the vocabulary whose hash is ``vocab_hash``; returns
+    the file, or ``None`` when nothing was written (turned off, or the file system
+    refused). Older files past :data:`MAX_FILES` are removed."""
+    if not enabled():
+        return None
+    arrays, ints = _fields(trie)
+    entries = []
+    size = 0
+    for name, a in arrays.items():
+        entries.append([name, a.dtype.str, list(a.shape), size])
+        size += _rounded(a.nbytes)
+    body = np.zeros(size, np.uint8)
+    for (_name, _dtype, _shape, at), a in zip(entries, arrays.values(), strict=True):
+        body[at : at + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    head = json.dumps(
+        {
+            "hash": vocab_hash,
+            "builder": builder_digest(),
+            "ints": ints,
+            "arrays": entries,
+            "data": size,
+            "sha256": hashlib.sha256(body.data).hexdigest(),
+        },
+        separators=(",", ":"),
+    ).encode()
+    prefix = MAGIC + _PREFIX.pack(FORMAT, len(head)) + head
+    folder = trie_folder()
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".trie-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as out:
+            out.write(prefix + bytes(_rounded(len(prefix)) - len(prefix)))
+            out.write(body.data)
+        path = _path(vocab_hash)
+        os.replace(tmp, path)
+        tmp = None
+        _prune(folder)
+        return path
+    except OSError:
+        return None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _prune(folder: Path) -> None:
+    """Remove the least recently used trie files past :data:`MAX_FILES`."""
+    files = []
+    for p in folder.glob("*.trie"):
+        try:
+            files.append((p.stat().st_mtime, p))
+        except OSError:
+            continue
+    files.sort(reverse=True)
+    for _mtime, p in files[MAX_FILES:]:
+        with contextlib.suppress(OSError):
+            p.unlink()
+
+
+def load(vocab_hash: str, n_tokens: int, vocab_size: int) -> dict[str, Any] | None:
+    """The fields of the stored trie of the vocabulary whose hash is ``vocab_hash``, with
+    ``n_tokens`` tokens in its trie and ``vocab_size`` ids (read-only arrays and the
+    integer fields), or ``None`` when there is none to read: no file, turned off, or a
+    file written by other sources (after an upgrade), or a damaged one (a
+    :class:`~corral.errors.CacheWarning` names it and what is wrong)."""
+    if not enabled():
+        return None
+    path = _path(vocab_hash)
+    try:
+        with open(path, "rb") as f:
+            data = np.fromfile(f, dtype=np.uint8)
+        os.utime(path)  # recently used: pruned last
+    except OSError:
+        return None
+    fields = _parse(data, vocab_hash)
+    if isinstance(fields, dict) and not _consistent(fields, n_tokens, vocab_size):
+        fields = "its arrays disagree with one another or with the vocabulary"
+    if isinstance(fields, str):
+        warnings.warn(
+            f"trie file {path} ignored ({fields}); the trie is built again",
+            CacheWarning,
+            stacklevel=2,
+        )
+        return None
+    return fields
+
+
+def _parse(data: np.ndarray, vocab_hash: str) -> dict[str, Any] | str | None:
+    """The fields held by ``data``, a whole file's bytes; ``None`` for a file of another
+    format or other sources; what is wrong with a damaged one."""
+    n0 = len(MAGIC) + _PREFIX.size
+    if data.shape[0] < n0 or data[: len(MAGIC)].tobytes() != MAGIC:
+        return "not a trie file"
+    fmt, head_len = _PREFIX.unpack(data[len(MAGIC) : n0].tobytes())
+    if fmt != FORMAT:
+        return None
+    if n0 + head_len > data.shape[0]:
+        return "truncated"
+    try:
+        header = json.loads(data[n0 : n0 + head_len].tobytes())
+        if header["builder"] != builder_digest():
+            return None
+        if header["hash"] != vocab_hash:
+            return "written for another vocabulary"
+        start = _rounded(n0 + head_len)
+        if start + int(header["data"]) != data.shape[0]:
+            return "truncated or extended"
+        if hashlib.sha256(data[start:].data).hexdigest() != header["sha256"]:
+            return "its arrays do not match their digest"
+        out: dict[str, Any] = {k: int(v) for k, v in header["ints"].items()}
+        for name, dtype, shape, at in header["arrays"]:
+            dt = np.dtype(dtype)
+            lo = start + int(at)
+            hi = lo + int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            if lo % _ALIGN or hi > data.shape[0] or dt.hasobject:
+                return f"array {name!r} lies outside the file"
+            a = data[lo:hi].view(dt).reshape(shape)
+            a.setflags(write=False)
+            out[name] = a
+    except (KeyError, TypeError, ValueError) as e:
+        return f"unreadable header: {e}"
+    return out
+
+
+def _within(a: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether every value of ``a`` lies in ``[lo, hi]``."""
+    return a.size == 0 or (int(a.min()) >= lo and int(a.max()) <= hi)
+
+
+def _consistent(f: dict[str, Any], n_tokens: int, vocab_size: int) -> bool:
+    """Whether the fields agree with one another and with the vocabulary: one entry per
+    node where there should be, and every index within the array it indexes (the
+    kernels do not check bounds)."""
+    try:
+        n = int(f["node_byte"].shape[0])
+        if n < 1 or any(int(f[k].shape[0]) != n for k in _NODE_FIELDS):
+            return False
+        if f["child_start"].shape != (n + 1,) or f["rank_at"].shape != (n + 1,):
+            return False
+        if f["children"].shape != (n - 1,) or f["plain"].shape != (256,):
+            return False
+        if f["token_ids"].shape != (n_tokens,) or f["all_ids"].shape != (-(-vocab_size // 32),):
+            return False
+        n_front, n_char = int(f["frontier"].shape[0]), int(f["char_frontier"].shape[0])
+        n_large = int(f["n_large"])
+        return (
+            int(f["subtree_end"][0]) == n
+            and int(f["rank_at"][-1]) == n_tokens
+            and _within(f["subtree_end"], 1, n)
+            and _within(f["depth"], 0, int(f["max_depth"]))
+            and _within(f["tok_start"], 0, n_tokens)
+            and _within(f["tok_start"] + f["tok_count"], 0, n_tokens)
+            and _within(f["token_ids"], 0, vocab_size - 1)
+            and _within(f["child_start"], 0, n - 1)
+            and _within(f["children"], 1, n - 1)
+            and _within(f["rank_at"], 0, n_tokens)
+            and _within(f["frontier"], 0, n - 1)
+            and _within(f["frontier_begin"], 0, n_front)
+            and _within(f["frontier_end"], 0, n_front)
+            and _within(f["char_frontier"], 0, n - 1)
+            and _within(f["char_frontier_begin"], 0, n_char)
+            and _within(f["char_frontier_end"], 0, n_char)
+            and _within(f["large_index"], -1, n_large - 1)
+            and n_large == int((f["large_index"] >= 0).sum())
+        )
+    except (KeyError, IndexError, TypeError, ValueError):
+        return False
