@@ -10,7 +10,8 @@ Each measurement is one fresh Python process (``benchmarks/cold.py --schema``): 
 tokenizer (untimed), import the engine, build its tokenizer tables, compile a small JSON
 Schema (:data:`SCHEMA`), fill the first mask, then mask and consume its instance token by
 token (the first document). corral's Numba cache is a fresh ``NUMBA_CACHE_DIR`` per
-scenario, so a checkout's own ``__pycache__`` never helps:
+scenario, and so is its cache directory (``CORRAL_CACHE_DIR``, where the token trie is
+stored), so neither a checkout's own ``__pycache__`` nor the user's cache ever helps:
 
 * ``corral, fresh install``: the package's prebuilt kernels (``corral/jit.py``; built by
   ``pip install``, here by the editable install of this checkout) and nothing in Numba's
@@ -67,10 +68,19 @@ WITHOUT_EXTRAS = "rfc3987_syntax"
 
 
 def _env(cache: Path, without: str = "", prebuilt: bool = True) -> dict[str, str]:
-    """This environment with Numba's cache at ``cache``, this checkout importable, the
-    modules ``without`` (comma-separated) treated as not installed (``cold.py``) and, unless
-    ``prebuilt``, corral's prebuilt kernels ignored (``CORRAL_PREBUILT=0``)."""
+    """This environment with Numba's cache at ``cache`` and corral's cache directory (the
+    stored token tries, ``corral/automata/trie_file.py``) in ``cache/corral``, this
+    checkout importable, the modules ``without`` (comma-separated) treated as not installed
+    (``cold.py``) and, unless ``prebuilt``, corral's prebuilt kernels ignored
+    (``CORRAL_PREBUILT=0``).
+
+    Python may write bytecode (``PYTHONDONTWRITEBYTECODE`` is removed): an installed
+    package has its ``.pyc`` files (pip writes them when it installs a wheel, an editable
+    install at its first import), so a process that recompiled every corral module from
+    source (about 0.1 s here) would measure no user's process."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1")
+    env["CORRAL_CACHE_DIR"] = str(cache / "corral")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["CORRAL_PREBUILT"] = "1" if prebuilt else "0"
     env["CORRAL_BENCH_WITHOUT"] = without
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
