@@ -1,9 +1,9 @@
 """A vocabulary's token trie on disk, so that a new process reads it instead of building it.
 
-Building the trie (:meth:`Vocabulary.trie`) costs a process about 100 ms of CPU for
-Llama-3's 128,257 tokens and twice that for Gemma-3's 262,144, plus loading its five
-kernels the first time: about 200 and 400 ms, paid by the first grammar compiled in each
-new process. Reading a stored trie back is one read of its file.
+Building the trie (:meth:`Vocabulary.trie`) costs a warm process about 90 ms of CPU for
+Llama-3's 128,257 tokens; the first grammar compiled in a new process pays 134-204 ms
+(Gemma-3's 262,144 tokens: 320-407), its five kernels' loads included. Reading a stored
+trie back is one read of its file.
 
 Files are ``<cache_dir>/tries/<vocabulary hash>.trie`` (:func:`corral.user_cache.cache_dir`),
 keyed by :attr:`Vocabulary.hash`, the SHA-256 of every token's bytes and kind, the size and
@@ -26,8 +26,8 @@ in the same folder and renamed into place, so a reader sees a whole file or none
 damage and mismatch, not against a forger, and the folder must be as trusted as the
 code that uses it.
 
-Reading Llama-3's trie (26.6 MB) takes about 25 ms of CPU: the read, the digest (about
-19 ms) and the checks.
+Reading Llama-3's trie (26.6 MB) takes 27-32 ms of CPU in a new process: the read, the
+digest (about 19 ms) and the checks.
 
 Vocabularies under :data:`MIN_TOKENS` tokens (built in milliseconds) are not stored; at
 most :data:`MAX_FILES` files are kept, the least recently read or written removed first.
