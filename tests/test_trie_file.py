@@ -36,6 +36,11 @@ def tok() -> Any:
     return load_tokenizer("gpt2")  # 50,257 tokens: above MIN_TOKENS
 
 
+def _load(vocab: Vocabulary, trie: Any) -> Any:
+    """``trie_file.load`` for ``vocab`` whose trie is ``trie``."""
+    return trie_file.load(vocab.hash, trie.token_ids.shape[0], vocab.size, 10**6)
+
+
 def _no_build(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(self: Vocabulary) -> None:
         raise AssertionError("the trie was built, not read")
@@ -112,6 +117,21 @@ def _truncate(path: Path) -> None:
     os.truncate(path, path.stat().st_size - 64)
 
 
+def _renamed_field(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"chars"', b'"charz"', 1))
+
+
+def _float_field(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'["children","<i4"', b'["children","<f4"', 1))
+
+
+def _oversized(path: Path) -> None:
+    with open(path, "ab") as f:
+        f.truncate(path.stat().st_size + 300 * 10**6)  # sparse: no disk taken
+
+
 def _bad_magic(path: Path) -> None:
     with open(path, "r+b") as f:
         f.write(b"X")
@@ -123,6 +143,9 @@ def _bad_magic(path: Path) -> None:
         _truncate,
         _bad_magic,
         lambda p: p.write_bytes(b""),
+        _renamed_field,
+        _float_field,
+        _oversized,
         # a flipped byte of the trie: an index still in range, a wrong mask if read
         lambda p: _patch_array(p, "node_byte", 7, 0x41, redigest=False),
         # edits that keep the digest: the arrays' own checks find them
@@ -131,7 +154,19 @@ def _bad_magic(path: Path) -> None:
         lambda p: _patch_array(p, "frontier_end", 3, -2),
         lambda p: _patch_array(p, "large_index", 0, 1 << 20),
     ],
-    ids=["truncated", "magic", "empty", "flipped", "children", "token-id", "frontier", "large"],
+    ids=[
+        "truncated",
+        "magic",
+        "empty",
+        "renamed",
+        "float",
+        "oversized",
+        "flipped",
+        "children",
+        "token-id",
+        "frontier",
+        "large",
+    ],
 )
 def test_a_damaged_file_is_not_read_and_is_written_again(
     folder: Path, tok: Any, damage: Any
@@ -144,7 +179,7 @@ def test_a_damaged_file_is_not_read_and_is_written_again(
     assert path.read_bytes() != good
     again = Vocabulary.from_hf(tok)
     with pytest.warns(CacheWarning, match="trie file .* ignored"):
-        assert trie_file.load(again.hash, built.token_ids.shape[0], again.size) is None
+        assert _load(again, built) is None
     with pytest.warns(CacheWarning):
         _assert_same(again.trie, built)  # built, not read
     assert path.read_bytes() == good  # and stored again
@@ -161,7 +196,7 @@ def test_a_file_of_other_sources_is_passed_over_silently(folder: Path, tok: Any)
     again = Vocabulary.from_hf(tok)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert trie_file.load(again.hash, built.token_ids.shape[0], again.size) is None
+        assert _load(again, built) is None
         _assert_same(again.trie, built)
     assert path.read_bytes() == good
 
@@ -174,7 +209,7 @@ def test_another_vocabularys_file_is_not_read(folder: Path, tok: Any) -> None:
     assert other.hash != vocab.hash
     os.replace(path, folder / f"{other.hash}.trie")  # the file under the other's name
     with pytest.warns(CacheWarning, match="another vocabulary"):
-        assert trie_file.load(other.hash, trie.token_ids.shape[0], other.size) is None
+        assert _load(other, trie) is None
 
 
 def test_turned_off_small_or_unwritable_nothing_is_stored(
@@ -212,6 +247,6 @@ def test_the_least_recently_used_files_go_past_the_limit(
     remaining = {p.stem for p in folder.glob("*.trie")}
     assert remaining == {"b" * 64, "c" * 64}  # the oldest two went
     # reading a file makes it the most recent
-    assert trie_file.load("b" * 64, trie.token_ids.shape[0], vocab.size) is not None
+    assert trie_file.load("b" * 64, trie.token_ids.shape[0], vocab.size, 10**6) is not None
     trie_file.store(trie, "d" * 64)
     assert {p.stem for p in folder.glob("*.trie")} == {"b" * 64, "d" * 64}

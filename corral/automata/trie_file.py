@@ -102,17 +102,22 @@ _BUILDERS = (
 @functools.lru_cache(maxsize=1)
 def builder_digest() -> str:
     """A digest of the sources that build the trie (:data:`_BUILDERS`): a file written
-    by another version of them, even one with the same :data:`FORMAT`, is not read."""
+    by another version of them, even one with the same :data:`FORMAT`, is not read.
+    ``""`` where the sources cannot be read (then no file is read or written)."""
     h = hashlib.blake2b(digest_size=16)
     here = Path(__file__).parent
-    for name in _BUILDERS:
-        h.update((here / name).read_bytes())
+    try:
+        for name in _BUILDERS:
+            h.update((here / name).read_bytes())
+    except OSError:
+        return ""
     return h.hexdigest()
 
 
 def enabled() -> bool:
-    """Whether tries are read from and written to disk (``CORRAL_TRIE_CACHE`` is not 0)."""
-    return os.environ.get("CORRAL_TRIE_CACHE", "1") != "0"
+    """Whether tries are read from and written to disk: ``CORRAL_TRIE_CACHE`` is not 0
+    and the sources that build a trie can be read (:func:`builder_digest`)."""
+    return os.environ.get("CORRAL_TRIE_CACHE", "1") != "0" and bool(builder_digest())
 
 
 def trie_folder() -> Path:
@@ -202,22 +207,33 @@ def _prune(folder: Path) -> None:
             p.unlink()
 
 
-def load(vocab_hash: str, n_tokens: int, vocab_size: int) -> dict[str, Any] | None:
+def load(
+    vocab_hash: str, n_tokens: int, vocab_size: int, token_bytes: int
+) -> dict[str, Any] | None:
     """The fields of the stored trie of the vocabulary whose hash is ``vocab_hash``, with
-    ``n_tokens`` tokens in its trie and ``vocab_size`` ids (read-only arrays and the
-    integer fields), or ``None`` when there is none to read: no file, turned off, or a
-    file written by other sources (after an upgrade), or a damaged one (a
-    :class:`~corral.errors.CacheWarning` names it and what is wrong)."""
+    ``n_tokens`` tokens of ``token_bytes`` bytes in all in its trie and ``vocab_size``
+    ids (read-only arrays and the integer fields, named as :class:`TokenTrie`'s), or
+    ``None`` when there is none to read: no file, turned off, or a file written by other
+    sources (after an upgrade), or a damaged one (a :class:`~corral.errors.CacheWarning`
+    names it and what is wrong)."""
     if not enabled():
         return None
     path = _path(vocab_hash)
+    # a trie has at most one node a token byte and takes about 100 bytes a node: a larger
+    # file is not read into memory
+    limit = 256 * (token_bytes + 1) + (1 << 20)
     try:
         with open(path, "rb") as f:
-            data = np.fromfile(f, dtype=np.uint8)
-        os.utime(path)  # recently used: pruned last
+            size = os.fstat(f.fileno()).st_size
+            data = None if size > limit else np.fromfile(f, dtype=np.uint8)
     except OSError:
         return None
-    fields = _parse(data, vocab_hash)
+    with contextlib.suppress(OSError):
+        os.utime(path)  # recently used: pruned last
+    if data is None:
+        fields: dict[str, Any] | str | None = f"{size:,} bytes, more than such a trie takes"
+    else:
+        fields = _parse(data, vocab_hash)
     if isinstance(fields, dict) and not _consistent(fields, n_tokens, vocab_size):
         fields = "its arrays disagree with one another or with the vocabulary"
     if isinstance(fields, str):
@@ -257,8 +273,10 @@ def _parse(data: np.ndarray, vocab_hash: str) -> dict[str, Any] | str | None:
             dt = np.dtype(dtype)
             lo = start + int(at)
             hi = lo + int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-            if lo % _ALIGN or hi > data.shape[0] or dt.hasobject:
+            if lo % _ALIGN or hi > data.shape[0]:
                 return f"array {name!r} lies outside the file"
+            if dt.kind not in "iu" or not dt.isnative:
+                return f"array {name!r} is not of native integers"
             a = data[lo:hi].view(dt).reshape(shape)
             a.setflags(write=False)
             out[name] = a
@@ -273,9 +291,13 @@ def _within(a: np.ndarray, lo: int, hi: int) -> bool:
 
 
 def _consistent(f: dict[str, Any], n_tokens: int, vocab_size: int) -> bool:
-    """Whether the fields agree with one another and with the vocabulary: one entry per
-    node where there should be, and every index within the array it indexes (the
-    kernels do not check bounds)."""
+    """Whether the fields are :class:`TokenTrie`'s and agree with one another and with
+    the vocabulary: one entry per node where there should be, and every index within
+    the array it indexes (the kernels do not check bounds)."""
+    from .vocabulary import TokenTrie
+
+    if set(f) != {field.name for field in dataclasses.fields(TokenTrie)}:
+        return False
     try:
         n = int(f["node_byte"].shape[0])
         if n < 1 or any(int(f[k].shape[0]) != n for k in _NODE_FIELDS):
@@ -294,7 +316,8 @@ def _consistent(f: dict[str, Any], n_tokens: int, vocab_size: int) -> bool:
             and _within(f["subtree_end"], 1, n)
             and _within(f["depth"], 0, int(f["max_depth"]))
             and _within(f["tok_start"], 0, n_tokens)
-            and _within(f["tok_start"] + f["tok_count"], 0, n_tokens)
+            and _within(f["tok_count"], 0, n_tokens)
+            and _within(f["tok_start"].astype(np.int64) + f["tok_count"], 0, n_tokens)
             and _within(f["token_ids"], 0, vocab_size - 1)
             and _within(f["child_start"], 0, n - 1)
             and _within(f["children"], 1, n - 1)

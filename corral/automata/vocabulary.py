@@ -387,7 +387,7 @@ class Vocabulary:
 
         n_tokens = int(np.count_nonzero(self._kinds == NORMAL))
         if n_tokens >= trie_file.MIN_TOKENS:
-            stored = trie_file.load(self.hash, n_tokens, self.size)
+            stored = trie_file.load(self.hash, n_tokens, self.size, int(self._offsets[-1]))
             if stored is not None:
                 return TokenTrie(**stored)
         trie = self._new_trie()
