@@ -89,19 +89,19 @@ def test_a_stored_trie_reads_back_as_the_trie_built(
     assert [list(x) for x in masks] == [list(x) for x in want]
 
 
-def _header(path: Path) -> tuple[dict[str, Any], int, int]:
-    """The file's JSON header, where it lies, and where the arrays start."""
+def _header(path: Path) -> tuple[dict[str, Any], int]:
+    """The file's JSON header and where the arrays start."""
     data = path.read_bytes()
     n0 = len(trie_file.MAGIC) + 8
     _fmt, head_len = struct.unpack("<II", data[len(trie_file.MAGIC) : n0])
-    return json.loads(data[n0 : n0 + head_len]), n0, -(-(n0 + head_len) // 64) * 64
+    return json.loads(data[n0 : n0 + head_len]), -(-(n0 + head_len) // 64) * 64
 
 
 def _patch_array(path: Path, name: str, index: int, value: int, redigest: bool = True) -> None:
     """Write ``value`` at ``index`` of the stored array ``name``; with ``redigest``, put
     the arrays' new digest in the header too (an edit only the checks of the arrays
     themselves can find)."""
-    header, _n0, start = _header(path)
+    header, start = _header(path)
     (entry,) = [e for e in header["arrays"] if e[0] == name]
     dt = np.dtype(entry[1])
     data = bytearray(path.read_bytes())

@@ -1,9 +1,9 @@
 """A vocabulary's token trie on disk, so that a new process reads it instead of building it.
 
 Building the trie (:meth:`Vocabulary.trie`) costs a warm process about 90 ms of CPU for
-Llama-3's 128,257 tokens; the first grammar compiled in a new process pays 134-204 ms
-(Gemma-3's 262,144 tokens: 320-407), its five kernels' loads included. Reading a stored
-trie back is one read of its file.
+Llama-3's 128,257 tokens (five builds under a profiler); the first grammar compiled in a
+new process pays 134-204 ms (Gemma-3's 262,144 tokens: 320-407), its five kernels' loads
+included. Reading a stored trie back is one read of its file.
 
 Files are ``<cache_dir>/tries/<vocabulary hash>.trie`` (:func:`corral.user_cache.cache_dir`),
 keyed by :attr:`Vocabulary.hash`, the SHA-256 of every token's bytes and kind, the size and

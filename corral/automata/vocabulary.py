@@ -386,13 +386,13 @@ class Vocabulary:
         from . import trie_file
 
         n_tokens = int(np.count_nonzero(self._kinds == NORMAL))
-        if n_tokens >= trie_file.MIN_TOKENS:
-            stored = trie_file.load(self.hash, n_tokens, self.size, int(self._offsets[-1]))
-            if stored is not None:
-                return TokenTrie(**stored)
+        if n_tokens < trie_file.MIN_TOKENS:
+            return self._new_trie()
+        stored = trie_file.load(self.hash, n_tokens, self.size, int(self._offsets[-1]))
+        if stored is not None:
+            return TokenTrie(**stored)
         trie = self._new_trie()
-        if n_tokens >= trie_file.MIN_TOKENS:
-            trie_file.store(trie, self.hash)
+        trie_file.store(trie, self.hash)
         return trie
 
     def _new_trie(self) -> TokenTrie:
