@@ -170,12 +170,14 @@ def _step_sparse(state: State) -> None:
         },
         "required": ["city", "quote"],
     }
-    compiled = state["compiler"].compile(
+    # final_check=False: the completion checks below take it (infill with source=)
+    state["sparse"] = state["compiler"].compile(
         schema,
         source="Lena moved to Wien.",
         entities={"cities": EntitySet(["Wien", "Graz", "São Paulo"])},
+        final_check=False,
     )
-    _drive(compiled, b'{"city": "Wien", "quote": "moved to"}')
+    _drive(state["sparse"], b'{"city": "Wien", "quote": "moved to"}')
 
 
 def _step_regex(state: State) -> None:
@@ -221,14 +223,24 @@ def _step_completion(state: State) -> None:
 
     vocab = state["vocab"]
     ids = {vocab.token_bytes(t): t for t in range(vocab.tokenizer_size)}
-    cases = (
-        (state["schema"], [ids[b'{"'], MASK, MASK, MASK, MASK, ids[b'":'], MASK, MASK_OPT]),
-        (state["lark"], [ids[b"SELECT"], MASK, MASK, ids[b" FROM"], MASK, ids[b"<sep>"], MASK]),
+    gap4 = [MASK] * 4
+    query = [ids[b"SELECT"], MASK, MASK, ids[b" FROM"], MASK]
+    city = [ids[b'{"'], *gap4, ids[b'":'], *b' "']
+    quote = [*b'", "quote', ids[b'":'], *b' "']
+    cases = (  # each completable: {"name":""}, SELECT a FROM t<sep>SELECTb FROMc, and
+        # {"city": "Wien", "quote": "mo"}; ids 0 to 255 are the single bytes (the grammar's
+        # "<sep>" is text, not the special token <sep>)
+        (state["schema"], [ids[b'{"'], *gap4, ids[b'":'], MASK, MASK, MASK, MASK_OPT]),
+        (state["lark"], [*query, *b"<sep>", ids[b"SELECT"], MASK, ids[b" FROM"], MASK]),
+        # sparse lexer rows (a span, an entity set): their own compiled form of each kernel
+        (state["sparse"], [*city, *gap4, *quote, *gap4, MASK_OPT]),
     )
     for compiled, slots in cases:
         checker = CompletionChecker(compiled)
-        checker.check(slots)
+        if not checker.check(slots):
+            raise RuntimeError(f"warmup: slots {slots} cannot be completed")
         checker.allowed_at(slots, 1)
+        checker.allowed_at(slots, 3)  # past unknown slots
 
 
 _STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (

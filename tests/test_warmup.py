@@ -26,7 +26,7 @@ WORKLOAD = r"""
 import gc, json, sys
 import numpy as np, torch
 import corral
-from corral.automata.completion import MASK, CompletionChecker
+from corral.automata.completion import MASK, MASK_OPT, CompletionChecker
 from transformers import AutoTokenizer
 
 tok = AutoTokenizer.from_pretrained(sys.argv[1])
@@ -36,14 +36,14 @@ schema = {"type": "object", "properties": {"id": {"type": "integer"},
           "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}},
           "kind": {"const": "user"}}, "required": ["id", "kind"]}
 lark = open(sys.argv[2]).read()
+spans = {"type": "object", "properties": {
+         "c": {"type": "string", "x-corral-entities": "c"},
+         "q": {"type": "string", "x-corral-span": True, "maxLength": 9}},
+         "required": ["c", "q"]}
 docs = [(compiler.json_schema(schema), '{"id": 7, "tags": ["ab"], "kind": "user"}'),
         (compiler.lark(lark), '{"a": [1, 2.5e3, null, "x\\u00e9"]}'),
         (compiler.regex(r"\d{3}-\d{4}"), "555-1234"),
-        (compiler.compile({"type": "object", "properties": {
-            "c": {"type": "string", "x-corral-entities": "c"},
-            "q": {"type": "string", "x-corral-span": True, "maxLength": 9}},
-            "required": ["c", "q"]},
-            source="she moved to Wien", entities={"c": ["Wien", "Graz"]}),
+        (compiler.compile(spans, source="she moved to Wien", entities={"c": ["Wien", "Graz"]}),
          '{"c": "Wien", "q": "to Wien"}')]
 mask = corral.allocate_bitmask(2, vocab.size)
 for compiled, text in docs:
@@ -68,6 +68,14 @@ ids = tok.encode('{"id": 7, "kind": "user"}', add_special_tokens=False)
 slots = [ids[0]] + [MASK] * 6 + ids[3:] + [MASK] * 3
 checker.check(slots)
 checker.allowed_at(slots, 1)
+checker.allowed_at(slots, 3)  # past unknown slots
+# completion checks on sparse lexer rows (spans and entity sets): infill with source=
+sparse = compiler.compile(spans, source="she moved to Wien",
+                          entities={"c": ["Wien", "Graz"]}, final_check=False)
+ids = tok.encode('{"c": "Wien", "q": "to Wien"}', add_special_tokens=False)
+slots = [ids[0]] + [MASK] * 4 + ids[4:-1] + [MASK, MASK_OPT]
+assert CompletionChecker(sparse).check(slots)
+CompletionChecker(sparse).allowed_at(slots, 3)
 
 from numba.core.registry import CPUDispatcher
 misses, hits = {}, 0
