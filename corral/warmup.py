@@ -188,6 +188,7 @@ def _step_regex(state: State) -> None:
     _drive(compiled, b"12.5")
     warm_kernels()  # large patterns' determinisation kernels (small ones take Python's)
     completion_checker(compiled).check([ord("1"), MASK, MASK_OPT])  # the token-level DFA
+    state["regex"] = compiled
 
 
 def _step_monitor(state: State) -> None:
@@ -243,6 +244,40 @@ def _step_completion(state: State) -> None:
         checker.allowed_at(slots, 3)  # past unknown slots
 
 
+def _step_healing(state: State) -> None:
+    from .automata import allocate_bitmask
+    from .sampler.healing import HealingView, heal_prompt
+
+    vocab = state["vocab"]
+    mask = allocate_bitmask(1, vocab.size)
+    # the prompt "x[" ends in a token that '[{' extends: '[' is healed (prompt text)
+    ids, healed = heal_prompt(vocab, [ord("x"), ord("[")])
+    if ids != [ord("x")] or healed != b"[":
+        raise RuntimeError(f"warmup: the prompt was not healed ({ids}, {healed!r})")
+    word = next(t for t in range(vocab.tokenizer_size) if vocab.token_bytes(t) == b"[{")
+    for compiled in (state["schema"], state["sparse"]):  # a dense and a sparse lexer
+        view = HealingView(compiled.matcher(), healed)
+        view.fill_bitmask(mask, 0)
+        view.consume(word)  # spells the healed '[', then the output's '{'
+        if not view.done:
+            raise RuntimeError("warmup: healing did not end")
+        view.commit()
+
+
+def _step_dingo(state: State) -> None:
+    import numpy as np
+
+    from .automata.token_dfa import TokenDFA
+    from .sampler.dingo import dingo_argmax, dingo_sample
+
+    tdfa = TokenDFA.from_compiled(state["regex"])
+    if tdfa is None:
+        raise RuntimeError("warmup: the regular expression has no token-level DFA")
+    logp = np.zeros((3, state["vocab"].size), np.float32)
+    dingo_argmax(logp, tdfa, last=True)
+    dingo_sample(logp, tdfa, last=True, rng=np.random.default_rng(0))
+
+
 _STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (
     ("vocabulary and token trie", _step_vocabulary),
     ("JSON Schema", _step_json_schema),
@@ -253,6 +288,8 @@ _STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (
     ("monitor (a callback's names)", _step_monitor),
     ("batched masks and logits", _step_batched),
     ("completion checks (diffusion)", _step_completion),
+    ("token healing", _step_healing),
+    ("DINGO blocks (diffusion)", _step_dingo),
 )
 
 #: Each step's name, in order (see :func:`warmup`).

@@ -57,13 +57,17 @@ PATTERNS = [
 ]
 
 
-@pytest.mark.parametrize("pattern", PATTERNS)
-def test_real_regexes(pattern: str) -> None:
+def _unminimised(pattern: str) -> tuple[np.ndarray, np.ndarray]:
+    """The byte DFA of ``pattern`` before minimisation."""
     nfa = build_nfa(parse_python_regex(pattern, 0, where="t"))
     alpha = dfa._Alphabet(nfa)
     ca = dfa._determinise(nfa, alpha, "t", dfa.DEFAULT_MAX_DFA_STATES)
-    trans, accept = dfa._to_bytes(ca, dfa.DEFAULT_MAX_DFA_STATES * 4, "t")
-    _same(trans, accept)
+    return dfa._to_bytes(ca, dfa.DEFAULT_MAX_DFA_STATES * 4, "t")
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_real_regexes(pattern: str) -> None:
+    _same(*_unminimised(pattern))
 
 
 @settings(max_examples=200, deadline=None)
@@ -92,3 +96,20 @@ def test_column_classes(case) -> None:  # type: ignore[no-untyped-def]
     rep, exact = hashed_reps(trans)
     assert exact
     assert np.array_equal(compared_reps(trans), rep)
+
+
+def test_read_only_arrays_take_the_compiled_kernel() -> None:
+    """Cached DFAs are frozen (read-only arrays), and Numba compiles a kernel again for a
+    read-only argument: :func:`dfa.minimize` hands the kernel writable copies, so a
+    frozen DFA's minimisation adds no signature (no compile on a fresh install)."""
+    from corral.grammar.regex.partition import minimal_table
+
+    trans, accept = dfa.trim(*_unminimised(r"(ab|cd)+e?"))
+    want = dfa.minimize(trans, accept)
+    n_signatures = len(minimal_table.signatures)
+    frozen_t, frozen_a = trans.copy(), accept.copy()
+    frozen_t.setflags(write=False)
+    frozen_a.setflags(write=False)
+    got = dfa.minimize(frozen_t, frozen_a)
+    assert len(minimal_table.signatures) == n_signatures
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

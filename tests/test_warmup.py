@@ -5,8 +5,9 @@ From an empty Numba cache (a fresh ``NUMBA_CACHE_DIR``), with the package's preb
 kernels, or without them after ``python -m corral warmup`` ran, a process does what users
 do (a real tokenizer, a JSON Schema, the Lark JSON grammar, a regex, an entity set and a
 span, a monitor's names, masks, consumes, fast-forward, batched masks on torch logits,
-completion checks) and every corral kernel it calls must come from a cache: Numba counts a
-cache miss for each signature it had to compile.
+completion checks on dense and sparse lexers, token healing, DINGO) and every corral
+kernel it calls must come from a cache: Numba counts a cache miss for each signature it
+had to compile.
 """
 
 from __future__ import annotations
@@ -76,6 +77,16 @@ ids = tok.encode('{"c": "Wien", "q": "to Wien"}', add_special_tokens=False)
 slots = [ids[0]] + [MASK] * 4 + ids[4:-1] + [MASK, MASK_OPT]
 assert CompletionChecker(sparse).check(slots)
 CompletionChecker(sparse).allowed_at(slots, 3)
+# token healing (on by default in generate for text prompts), dense and sparse lexers
+from corral.sampler.healing import HealingView, heal_prompt
+_, healed = heal_prompt(vocab, tok.encode("Output: {", add_special_tokens=False))
+assert healed
+for compiled in (docs[0][0], docs[3][0]):
+    HealingView(compiled.matcher(), healed).fill_bitmask(mask, 0)
+# DINGO's block decoding under the regex's token-level DFA
+from corral.automata.token_dfa import TokenDFA
+from corral.sampler.dingo import dingo_argmax
+dingo_argmax(np.zeros((3, vocab.size)), TokenDFA.from_compiled(docs[2][0]))
 
 from numba.core.registry import CPUDispatcher
 misses, hits = {}, 0

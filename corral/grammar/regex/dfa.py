@@ -941,9 +941,7 @@ def _minimal_columns(
     small, byte_class = column_classes(trans)  # [n, k], [256]
     m = int(np.count_nonzero(small >= 0))
     spend(m * max(1, int(n).bit_length()), "minimising an automaton")
-    table, acc = minimal_table(
-        np.ascontiguousarray(small, np.int32), np.ascontiguousarray(accept, np.bool_)
-    )
+    table, acc = minimal_table(_writable(small, np.int32), _writable(accept, np.bool_))
     return table, byte_class, acc
 
 
