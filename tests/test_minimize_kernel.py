@@ -102,14 +102,16 @@ def test_read_only_arrays_take_the_compiled_kernel() -> None:
     """Cached DFAs are frozen (read-only arrays), and Numba compiles a kernel again for a
     read-only argument: :func:`dfa.minimize` hands the kernel writable copies, so a
     frozen DFA's minimisation adds no signature (no compile on a fresh install)."""
-    from corral.grammar.regex.partition import minimal_table
+    from corral.grammar.regex import partition
 
+    kernels = [partition.column_classes_of, partition.minimal_table]
+    kernels += [partition.hashed_reps, partition.compared_reps, partition.equivalence_blocks]
     trans, accept = dfa.trim(*_unminimised(r"(ab|cd)+e?"))
     want = dfa.minimize(trans, accept)
-    n_signatures = len(minimal_table.signatures)
+    n_signatures = [len(k.signatures) for k in kernels]
     frozen_t, frozen_a = trans.copy(), accept.copy()
     frozen_t.setflags(write=False)
     frozen_a.setflags(write=False)
     got = dfa.minimize(frozen_t, frozen_a)
-    assert len(minimal_table.signatures) == n_signatures
+    assert [len(k.signatures) for k in kernels] == n_signatures
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -926,7 +926,7 @@ def column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first column of its hash."""
     from .partition import column_classes_of
 
-    small, col_class = column_classes_of(np.ascontiguousarray(trans, np.int32))
+    small, col_class = column_classes_of(_writable(trans, np.int32))
     return small, col_class
 
 
