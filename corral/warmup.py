@@ -110,12 +110,14 @@ def _drive(compiled: CompiledGrammar, text: bytes) -> None:
 
 
 State = dict[str, Any]
-"""What the steps hand on to each other: the vocabulary, the compiler, compiled grammars."""
+"""What the steps hand on to each other: the vocabulary, its token ids by their bytes, the
+compiler, compiled grammars."""
 
 
 def _step_vocabulary(state: State) -> None:
-    state["vocab"] = _vocabulary()
-    _ = state["vocab"].trie
+    vocab = state["vocab"] = _vocabulary()
+    _ = vocab.trie
+    state["ids"] = {vocab.token_bytes(t): t for t in range(vocab.tokenizer_size)}
 
 
 def _step_json_schema(state: State) -> None:
@@ -222,8 +224,7 @@ def _step_batched(state: State) -> None:
 def _step_completion(state: State) -> None:
     from .automata.completion import MASK, MASK_OPT, CompletionChecker
 
-    vocab = state["vocab"]
-    ids = {vocab.token_bytes(t): t for t in range(vocab.tokenizer_size)}
+    ids = state["ids"]
     gap4 = [MASK] * 4
     query = [ids[b"SELECT"], MASK, MASK, ids[b" FROM"], MASK]
     city = [ids[b'{"'], *gap4, ids[b'":'], *b' "']
@@ -254,7 +255,7 @@ def _step_healing(state: State) -> None:
     ids, healed = heal_prompt(vocab, [ord("x"), ord("[")])
     if ids != [ord("x")] or healed != b"[":
         raise RuntimeError(f"warmup: the prompt was not healed ({ids}, {healed!r})")
-    word = next(t for t in range(vocab.tokenizer_size) if vocab.token_bytes(t) == b"[{")
+    word = state["ids"][b"[{"]
     for compiled in (state["schema"], state["sparse"]):  # a dense and a sparse lexer
         view = HealingView(compiled.matcher(), healed)
         view.fill_bitmask(mask, 0)

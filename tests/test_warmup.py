@@ -41,11 +41,11 @@ spans = {"type": "object", "properties": {
          "c": {"type": "string", "x-corral-entities": "c"},
          "q": {"type": "string", "x-corral-span": True, "maxLength": 9}},
          "required": ["c", "q"]}
+sources = {"source": "she moved to Wien", "entities": {"c": ["Wien", "Graz"]}}
 docs = [(compiler.json_schema(schema), '{"id": 7, "tags": ["ab"], "kind": "user"}'),
         (compiler.lark(lark), '{"a": [1, 2.5e3, null, "x\\u00e9"]}'),
         (compiler.regex(r"\d{3}-\d{4}"), "555-1234"),
-        (compiler.compile(spans, source="she moved to Wien", entities={"c": ["Wien", "Graz"]}),
-         '{"c": "Wien", "q": "to Wien"}')]
+        (compiler.compile(spans, **sources), '{"c": "Wien", "q": "to Wien"}')]
 mask = corral.allocate_bitmask(2, vocab.size)
 for compiled, text in docs:
     m = compiled.matcher()
@@ -71,12 +71,11 @@ checker.check(slots)
 checker.allowed_at(slots, 1)
 checker.allowed_at(slots, 3)  # past unknown slots
 # completion checks on sparse lexer rows (spans and entity sets): infill with source=
-sparse = compiler.compile(spans, source="she moved to Wien",
-                          entities={"c": ["Wien", "Graz"]}, final_check=False)
+checker = CompletionChecker(compiler.compile(spans, **sources, final_check=False))
 ids = tok.encode('{"c": "Wien", "q": "to Wien"}', add_special_tokens=False)
 slots = [ids[0]] + [MASK] * 4 + ids[4:-1] + [MASK, MASK_OPT]
-assert CompletionChecker(sparse).check(slots)
-CompletionChecker(sparse).allowed_at(slots, 3)
+assert checker.check(slots)
+checker.allowed_at(slots, 3)
 # token healing (on by default in generate for text prompts), dense and sparse lexers
 from corral.sampler.healing import HealingView, heal_prompt
 _, healed = heal_prompt(vocab, tok.encode("Output: {", add_special_tokens=False))
