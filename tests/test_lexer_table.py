@@ -50,7 +50,8 @@ def _check(grammar: Grammar, special: dict[str, int] | None = None) -> None:
     special = special or {}
     t = build_tables(grammar, special)
     lt, cls = t.lex_trans, t.byte_class()
-    assert lt.dtype == np.int32 and lt.flags.c_contiguous
+    assert lt.flags.c_contiguous
+    assert lt.dtype == (np.int16 if t.lex_sparse is None else np.int32)
     trap = t.header(H_TRAP)
     seen = np.zeros(t.n_dense_states, bool)
     for i, name in enumerate(t.terminal_names):
@@ -120,3 +121,48 @@ def test_equal_columns_past_the_hash_rows() -> None:
     assert cls[10] == cls[3] and len(set(cls.tolist())) == len(
         {a[:, j].tobytes() for j in range(64)}
     )
+
+
+@pytest.mark.parametrize(("count", "wide"), [(32_766, False), (32_767, True)])
+def test_tables_too_large_for_int16_take_the_int32_form(count: int, wide: bool) -> None:
+    # ``[a-z]{0,n}`` has n + 1 states: int16 holds states 0 to 32,766 (and -1)
+    t = build_tables(Grammar.from_regex(f"[a-z]{{0,{count}}}"))
+    assert t.n_dense_states == t.n_lexer_states == count + 1
+    if wide:
+        assert t.lex_trans.dtype == np.int32 and t.lex_sparse is not None
+        assert t.lex_sparse[0].tolist() == [0] and not t.lex_sparse[1].size
+    else:
+        assert t.lex_trans.dtype == np.int16 and t.lex_sparse is None
+    assert int(t.lex_trans.max()) == count
+
+
+def test_int32_form_masks_and_parses_as_the_int16_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two forms of a dense lexer give the same mask at every position of a document,
+    and the same verdicts on the next bytes."""
+    from support.tokenizers import load_tokenizer
+
+    import corral
+    from corral.automata import tables
+
+    tok = load_tokenizer("llama3")
+    vocab = corral.Vocabulary.from_hf(tok)
+    schema = SCHEMAS[0]
+    narrow = corral.compile(schema, vocab, cache=False, precompute=False)
+    monkeypatch.setattr(tables, "_INT16_STATES", 0)
+    wide = corral.compile(schema, vocab, cache=False, precompute=False)
+    assert narrow.tables.lex_trans.dtype == np.int16
+    assert wide.tables.lex_trans.dtype == np.int32 and wide.tables.lex_sparse is not None
+    doc = '{"name": "Ada Lovelace", "code": "UK-815", "n": 299, "kind": "long value"}'
+    ids = tok.encode(doc, add_special_tokens=False)
+    ms = [m.matcher() for m in (narrow, wide)]
+    masks = corral.allocate_bitmask(2, vocab.size)
+    for tok in ids:
+        for row, m in enumerate(ms):
+            m.fill_bitmask(masks, row)
+        assert np.array_equal(np.asarray(masks[0]), np.asarray(masks[1]))
+        assert np.asarray(masks[0]).any()
+        for m in ms:
+            m.consume(tok)
+    assert all(m.is_accepting() for m in ms)
+    for tail in (b" ", b"}", b",", b'"x', b"\xff"):
+        assert ms[0].fork().consume_bytes(tail) == ms[1].fork().consume_bytes(tail)

@@ -17,8 +17,10 @@ import pytest
 from support.tokenizers import load_vocab
 
 import corral
+from corral.automata import tables
+from corral.automata.kernels.layout import SM_ENTRIES
 from corral.automata.kernels.trie import UTF8_FORMS
-from corral.automata.subtree_memo import DEFAULT_MAX_BYTES, SubtreeMemo
+from corral.automata.subtree_memo import DEFAULT_MAX_BYTES, FIRST_ARRAYS_BYTES, SubtreeMemo
 from corral.automata.tables import (
     H_BYTE_CLASS,
     H_G,
@@ -117,15 +119,31 @@ def _node_states(trie, parent, levels, lex_trans, byte_class, g):  # type: ignor
         ("lark", "gemma3", DEFAULT_MAX_BYTES),
         ("schema", "llama3+crafted", DEFAULT_MAX_BYTES),
         ("lark", "llama3+crafted", DEFAULT_MAX_BYTES),
-        # a memo that cannot grow: walks go on once it is full, storing nothing more
-        ("schema", "llama3", 0),
+        # a memo that cannot grow past its first arrays: walks go on once it is full,
+        # storing nothing more
+        ("schema", "llama3", -1),
+        # the lexer form of a dense grammar too large for int16 tables (see below)
+        ("schema", "llama3+wide", DEFAULT_MAX_BYTES),
+        ("lark", "llama3+wide", DEFAULT_MAX_BYTES),
     ],
 )
-def test_walk_matches_reference(name: str, tokenizer: str, memo_bytes: int) -> None:
-    vocab = load_vocab(tokenizer.removesuffix("+crafted"))
+def test_walk_matches_reference(
+    name: str, tokenizer: str, memo_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vocab = load_vocab(tokenizer.split("+")[0])
     if tokenizer.endswith("+crafted"):
         vocab = _with_crafted_tokens(vocab)
+    if tokenizer.endswith("+wide"):
+        # tables with more dense states than int16 holds are int32 and take the tuple
+        # form with no sparse rows; a limit of 0 gives every grammar that form
+        monkeypatch.setattr(tables, "_INT16_STATES", 0)
     cg = corral.compile(GRAMMARS[name], vocab, cache=False, precompute=False)
+    wide = tokenizer.endswith("+wide")
+    assert cg.tables.lex_trans.dtype == (np.int32 if wide else np.int16)
+    assert (cg.tables.lex_sparse is not None) == wide
+    assert cg.tables.n_dense_states == cg.tables.n_lexer_states
+    if memo_bytes < 0:
+        memo_bytes = SubtreeMemo(vocab.trie.n_large).nbytes + FIRST_ARRAYS_BYTES
     cg._subtrees = SubtreeMemo(vocab.trie.n_large, max_bytes=memo_bytes)
     trie = vocab.trie
     gt, lex_trans = cg.tables.gt, cg.tables.lex_trans
@@ -182,8 +200,10 @@ def test_walk_matches_reference(name: str, tokenizer: str, memo_bytes: int) -> N
         assert any(0 < n <= 2 and run[g] > 0 for g, n in enumerate(n_excl))
         assert any(n >= 10 and run[g] > 0 for g, n in enumerate(n_excl))
     assert cg._subtrees.hits > 0
-    if memo_bytes == 0:
-        assert cg._subtrees.nbytes <= SubtreeMemo(vocab.trie.n_large).nbytes
+    if memo_bytes < DEFAULT_MAX_BYTES:
+        assert cg._subtrees.nbytes == memo_bytes  # the first arrays, never grown
+        # its entries filled up: later walks went on without storing
+        assert cg._subtrees.ctl[SM_ENTRIES] == cg._subtrees.entries.shape[0]
 
 
 def test_utf8_forms_match_python_decoder() -> None:

@@ -71,7 +71,9 @@ class CompiledGrammar:
             self._unshared_states[: self.tables.n_dense_states] |= literal[
                 self.tables.lex_term()[: self.tables.n_dense_states]
             ]
-        self._subtrees = SubtreeMemo(vocab.trie.n_large)  # walks' results below large nodes
+        # walks' results below large nodes, made by the first walk: most grammars' first
+        # masks need none (their lexer states' caches come from the shared store)
+        self._subtrees: SubtreeMemo | None = None
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
         self.chart_rows = [0, 0, 0]  # rows new matchers' charts start with (chart.py)
         self.budgets: TokenBudgets | None = None  # lexemes of at most so many tokens
@@ -143,6 +145,8 @@ class CompiledGrammar:
         dead, ends_buf = _walk_buffers(trie.n_nodes)
         walk_memo = self._walk_memo  # run, step, excl, skip, mb
         sm = self._subtrees
+        if sm is None:
+            sm = self._subtrees = SubtreeMemo(trie.n_large)
         n_dead, n_ends, n_tok = lexer_state_walk(
             lt.gt,
             lt.lex,

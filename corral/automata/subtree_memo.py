@@ -8,8 +8,10 @@ the same (node, state) pair a byte or two down: every count of an unanchored
 it in; when a walk reaches a node in its marked state again it stores what it found below
 it, and later walks reaching it in that state copy that instead of walking the subtree.
 
-The entry and pair arrays start small and grow when a walk reports that they were full,
-up to ``max_bytes``; past that, walks stop storing (stored entries stay in use).
+The entry and pair arrays start empty (most grammars' first mask stores nothing: a walk
+stores only below a node that an earlier walk reached in the same state) and grow when a
+walk reports that they were full, to ``_START_ENTRIES`` entries first, then doubling, up
+to ``max_bytes``; past that, walks stop storing (stored entries stay in use).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import numpy as np
 
 from .kernels.layout import ENTRY_COLS, SM_CTL_LEN, SM_ENTRIES, SM_GROW, SM_HITS, SM_USED
 
-_START_ENTRIES = 256
+_START_ENTRIES = 256  # entries (16 bytes each) allocated on the first store
+_START_STORE = 16 * _START_ENTRIES  # pairs' int32 slots allocated on the first store
+FIRST_ARRAYS_BYTES = _START_ENTRIES * 16 + _START_STORE * 4  # both, as first allocated
 DEFAULT_MAX_BYTES = 32 << 20  # per grammar
 
 
@@ -36,8 +40,8 @@ class SubtreeMemo:
         self.max_bytes = max_bytes
         self.state = np.full(n_large, -1, np.int32)
         self.entry = np.full(n_large, -1, np.int32)
-        self.entries = np.zeros((_START_ENTRIES, ENTRY_COLS), np.int32)
-        self.store = np.zeros(16 * _START_ENTRIES, np.int32)
+        self.entries = np.zeros((0, ENTRY_COLS), np.int32)
+        self.store = np.zeros(0, np.int32)
         self.ctl = np.zeros(SM_CTL_LEN, np.int64)
 
     @property
@@ -56,20 +60,22 @@ class SubtreeMemo:
         return int(self.ctl[SM_HITS])
 
     def grow_if_full(self) -> None:
-        """After a walk: double the arrays that filled up, within ``max_bytes``."""
+        """After a walk: allocate or double the arrays that filled up, within
+        ``max_bytes``."""
         if not self.ctl[SM_GROW]:
             return
         self.ctl[SM_GROW] = 0
         n_ent = int(self.ctl[SM_ENTRIES])
-        if (
-            2 * n_ent >= self.entries.shape[0]
-            and self.nbytes + self.entries.nbytes <= self.max_bytes
-        ):
-            grown = np.zeros((2 * self.entries.shape[0], ENTRY_COLS), np.int32)
+        size = max(2 * self.entries.shape[0], _START_ENTRIES)
+        more = size * ENTRY_COLS * 4 - self.entries.nbytes
+        if 2 * n_ent >= self.entries.shape[0] and self.nbytes + more <= self.max_bytes:
+            grown = np.zeros((size, ENTRY_COLS), np.int32)
             grown[:n_ent] = self.entries[:n_ent]
             self.entries = grown
         used = int(self.ctl[SM_USED])
-        if 2 * used >= self.store.shape[0] and self.nbytes + self.store.nbytes <= self.max_bytes:
-            grown_store = np.zeros(2 * self.store.shape[0], np.int32)
+        size = max(2 * self.store.shape[0], _START_STORE)
+        more = size * 4 - self.store.nbytes
+        if 2 * used >= self.store.shape[0] and self.nbytes + more <= self.max_bytes:
+            grown_store = np.zeros(size, np.int32)
             grown_store[:used] = self.store[:used]
             self.store = grown_store

@@ -84,13 +84,18 @@ class Tables:
 
     Attributes:
         gt: ``int32`` header + sections (see the ``H_*`` constants).
-        lex_trans: ``int32 [D, n_classes]``; next lexer state or ``-1`` (the trap state
+        lex_trans: ``[D, n_classes]``; next lexer state or ``-1`` (the trap state
             ``gt[H_TRAP]`` where a lexeme may neither read the byte nor end before it),
-            for the ``D`` dense states.
-        lex_sparse: ``None`` (every state is dense), or the sparse rows of states ``D``
-            to ``G - 1``: ``(row_start [G - D + 1], cls, dst)``, ``int32``; state
-            ``D + r`` goes to ``dst[i]`` on byte class ``cls[i]`` for ``i`` in
-            ``row_start[r]:row_start[r + 1]`` (classes increasing within a row).
+            for the ``D`` dense states. ``int16`` when every state is dense and there
+            are at most 32,767 of them (nearly every grammar: this table is most of a
+            compiled schema's memory), else ``int32``.
+        lex_sparse: ``None`` (``lex_trans`` is ``int16`` and every state is dense), or
+            the sparse rows of states ``D`` to ``G - 1``: ``(row_start [G - D + 1], cls,
+            dst)``, ``int32``; state ``D + r`` goes to ``dst[i]`` on byte class
+            ``cls[i]`` for ``i`` in ``row_start[r]:row_start[r + 1]`` (classes increasing
+            within a row). A dense lexer too large for ``int16`` has no sparse rows
+            (``G == D``) but takes this form, so that the kernels are compiled for two
+            forms of lexer, not three (see ``kernels/lexer.py``).
         terminal_names / nonterminal_names: index → name.
         term_literal: terminal index → its literal text or ``None``.
         term_start: ``int32 [NT]``: the first global lexer state of each terminal; its
@@ -109,8 +114,8 @@ class Tables:
 
     @property
     def lex(self) -> Any:
-        """The lexer as the kernels take it (see ``kernels/lexer.py``): ``lex_trans``, or
-        ``(lex_trans, row_start, cls, dst)`` when some states are sparse."""
+        """The lexer as the kernels take it (see ``kernels/lexer.py``): ``lex_trans``
+        (``int16``), or ``(lex_trans, row_start, cls, dst)`` (``int32``)."""
         return self.lex_trans if self.lex_sparse is None else (self.lex_trans, *self.lex_sparse)
 
     def header(self, slot: int) -> int:
@@ -208,6 +213,8 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     lex_trans, byte_class, sparse = _lexer_table(
         grammar, term_names, dfas, starts, D, G, trap, special_terms
     )
+    if G == D and D <= _INT16_STATES:
+        lex_trans = lex_trans.astype(np.int16)
     term_ignore = np.zeros(NT, np.int32)
     ignore_list = [t_index[n] for n in grammar.ignore]
     for i in ignore_list:
@@ -300,7 +307,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         tuple(grammar.terminals[n].literal for n in term_names),
         starts,
         sizes,
-        sparse if G > D else None,
+        sparse if lex_trans.dtype == np.int32 else None,
     )
 
 
@@ -338,6 +345,7 @@ _DEAD_ROW = np.full((1, 1), -1, np.int32)
 _DEAD_ROW.setflags(write=False)
 _TRAP_MARK = -2  # the trap, in a table of a terminal whose ends are blocked
 _HASHED_ROWS = 1 << 12  # most rows whose columns are hashed; more are sorted
+_INT16_STATES = (1 << 15) - 1  # most lexer states of an `int16` table (the form of dense grammars)
 
 
 @functools.cache

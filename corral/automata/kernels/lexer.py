@@ -2,12 +2,14 @@
 
 A grammar's lexer reaches the kernels as ``lex``, in one of two forms:
 
-* ``lex_trans``, an ``int32 [G, n_classes]`` array: every lexer state is a dense row;
-* ``(lex_trans, row_start, cls, dst)`` when the grammar has sparse automata (a span, an
-  entity set, a large enum: up to millions of states with one or two transitions each):
-  states ``0`` to ``D - 1`` are the ``D`` rows of ``lex_trans``; state ``D + r`` has the
-  transitions ``row_start[r]:row_start[r + 1]`` of ``cls`` (byte class, increasing within
-  a row) and ``dst`` (next state). See ``corral/automata/tables.py``.
+* ``lex_trans``, an ``int16 [G, n_classes]`` array: every lexer state is a dense row
+  (at most 32,767 states: nearly every grammar);
+* ``(lex_trans, row_start, cls, dst)``, all ``int32``, when the grammar has sparse automata
+  (a span, an entity set, a large enum: up to millions of states with one or two
+  transitions each) or more dense states than ``int16`` holds: states ``0`` to ``D - 1``
+  are the ``D`` rows of ``lex_trans``; state ``D + r`` has the transitions
+  ``row_start[r]:row_start[r + 1]`` of ``cls`` (byte class, increasing within a row) and
+  ``dst`` (next state); ``G - D`` may be 0. See ``corral/automata/tables.py``.
 
 Numba compiles every kernel once per form, so the kernels of dense grammars read
 ``lex_trans[s, c]`` and nothing else. A branch on ``s < D`` in the one compiled form

@@ -197,6 +197,9 @@ PRODUCT_ROW_STEPS = 8
 _BOS = -1  # no character (start or end of the text)
 
 
+_INT16_STATES = (1 << 15) - 1  # most states of a compact table stored as `int16`
+
+
 class ByteDFA:
     """A trimmed, minimal DFA over bytes (immutable).
 
@@ -210,8 +213,10 @@ class ByteDFA:
     distinct columns of ``trans``, ``int32 [n_states, k]``, and each byte's column, ``uint8
     [256]``), which an automaton that is kept takes (:meth:`compacted`: a grammar's
     terminals, the process's shared automata). A terminal's automaton reads a few classes
-    of bytes, so the compact form is about a tenth of the full one. ``trans`` of a compact
-    automaton is built on each access (read-only): take it once, not per byte.
+    of bytes, so the compact form is about a tenth of the full one; it is stored as
+    ``int16`` when the states fit (at most 32,767: nearly always), half that again, and
+    given out as ``int32``. ``trans`` of a compact automaton is built on each access
+    (read-only): take it once, not per byte.
     """
 
     __slots__ = ("_classes", "_table", "_trans", "accept")
@@ -228,7 +233,8 @@ class ByteDFA:
         ``classes`` ``uint8 [256]``)."""
         dfa = cls.__new__(cls)
         dfa._trans = None
-        dfa._table = np.ascontiguousarray(table, np.int32)
+        narrow = table.shape[0] <= _INT16_STATES
+        dfa._table = np.ascontiguousarray(table, np.int16 if narrow else np.int32)
         dfa._classes = np.ascontiguousarray(classes, np.uint8)
         dfa.accept = accept
         return dfa
@@ -238,7 +244,7 @@ class ByteDFA:
         if self._trans is not None:
             return self._trans
         assert self._table is not None and self._classes is not None
-        out = self._table[:, self._classes]
+        out = self._table[:, self._classes].astype(np.int32, copy=False)
         out.setflags(write=False)
         return out
 
@@ -247,7 +253,7 @@ class ByteDFA:
         if self._trans is not None:
             return self._trans[state]
         assert self._table is not None and self._classes is not None
-        return self._table[state, self._classes]
+        return self._table[state, self._classes].astype(np.int32, copy=False)
 
     def columns(self) -> tuple[np.ndarray, np.ndarray]:
         """The compact form's arrays ``(table int32 [n, k], classes uint8 [256])``, with
@@ -256,7 +262,7 @@ class ByteDFA:
         and no two equal columns), so equal automata give equal arrays."""
         d = self.compacted()
         assert d._table is not None and d._classes is not None
-        return d._table, d._classes
+        return d._table.astype(np.int32, copy=False), d._classes
 
     def compacted(self) -> ByteDFA:
         """This automaton in the compact form (itself if it is already)."""
