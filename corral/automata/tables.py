@@ -175,11 +175,9 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     first_item: list[int] = []
     for lhs, rhs in prods:
         first_item.append(len(item_sym))
-        for s in rhs:
-            item_sym.append(s)
-            item_lhs.append(lhs)
+        item_sym += rhs
         item_sym.append(-1)
-        item_lhs.append(lhs)
+        item_lhs += [lhs] * (len(rhs) + 1)
     NI = len(item_sym)
     by_nt: list[list[int]] = [[] for _ in range(NN)]
     for p, (lhs, _rhs) in enumerate(prods):
@@ -236,14 +234,13 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         term_ignore.astype(bool),
         special >= 0,
     )
-    # first bytes of the start states (the other states have none listed)
-    first_at: list[tuple[int, np.ndarray]] = []  # (start state, its first bytes)
-    for i in np.argsort(starts, kind="stable").tolist():  # in state order
-        if sizes[i]:
-            fb = np.flatnonzero(starts_read[i]).astype(np.int32)
-            if term_names[i] in special_terms:
-                fb = fb[:0]  # matched by its special token only, never by bytes
-            first_at.append((int(starts[i]), fb))
+    # first bytes of the start states (the other states have none listed), in state
+    # order; a terminal matched by its special token only has none (never by bytes)
+    laid = np.argsort(starts, kind="stable")
+    laid = laid[sizes[laid] > 0]  # the terminals with states, in state order
+    first_read = starts_read[laid]
+    first_read[special[laid] >= 0] = False
+    first_bytes = np.nonzero(first_read)[1].astype(np.int32)  # row by row
     sections: list[tuple[int, np.ndarray | int]] = [
         (H_ITEM_SYM, np.array(item_sym, np.int32)),
         (H_ITEM_LHS, np.array(item_lhs, np.int32)),
@@ -260,7 +257,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         (H_SPECIAL_TERM, special),
         (H_FOLLOW_BYTES, follow_bits),
         (H_FIRST_START, G + 1),
-        (H_FIRST_BYTES, np.concatenate([fb for _, fb in first_at] or [np.zeros(0, np.int32)])),
+        (H_FIRST_BYTES, first_bytes),
     ]
     # one array: the sections as long as the lexer (tens of thousands of states for a
     # monitor's names; an int in `sections`) are written where they lie, not built apart
@@ -278,14 +275,13 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
         pos += n
     lex_term, lex_accept = views[H_LEX_TERM], views[H_LEX_ACCEPT]
     lex_is_start, first_start = views[H_LEX_IS_START], views[H_FIRST_START]
-    for i, d in enumerate(dfas):
-        o = int(starts[i])
-        lex_term[o : o + d.n_states] = i
-        lex_accept[o : o + d.n_states] = d.accept
-        if d.n_states:
-            lex_is_start[o] = 1
-    for o, fb in first_at:
-        first_start[o + 1] = fb.shape[0]
+    # each terminal's states: its number, its accepting states, its start state
+    state_of = np.repeat(starts[laid] - np.cumsum(sizes[laid]) + sizes[laid], sizes[laid])
+    state_of += np.arange(state_of.shape[0], dtype=state_of.dtype)
+    lex_term[state_of] = np.repeat(laid, sizes[laid])
+    lex_accept[state_of] = np.concatenate([dfas[i].accept for i in laid.tolist()] or [[]])
+    lex_is_start[starts[laid]] = 1
+    first_start[starts[laid] + 1] = first_read.sum(axis=1)
     np.cumsum(first_start, out=first_start)
     n_cls = lex_trans.shape[1]
     gt[H_NT], gt[H_NN], gt[H_NI], gt[H_G] = NT, NN, NI, G

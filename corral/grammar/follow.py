@@ -19,17 +19,14 @@ def numbered(grammar: Grammar) -> tuple[list[str], list[str], Productions]:
     """``(terminal names, nonterminal names, productions)``: ``S' -> start`` first, then
     the grammar's rules in order, over symbol numbers (see the module docs)."""
     term_names = sorted(grammar.terminals)
-    t_index = {n: i for i, n in enumerate(term_names)}
     nt_names = ["__S'", *grammar.nonterminals()]
     NT = len(term_names)
-    n_index = {n: NT + i for i, n in enumerate(nt_names)}
-
-    def sym(name: str) -> int:
-        return t_index[name] if name in t_index else n_index[name]
-
-    prods: Productions = [(0, [sym(grammar.start)])]
-    for r in grammar.rules:
-        prods.append((n_index[r.lhs] - NT, [sym(s) for s in r.rhs]))
+    n_index = {n: i for i, n in enumerate(nt_names)}
+    # every symbol's number: a terminal's where a name is both
+    sym = {n: NT + i for n, i in n_index.items()}
+    sym.update((n, i) for i, n in enumerate(term_names))
+    prods: Productions = [(0, [sym[grammar.start]])]
+    prods += [(n_index[r.lhs], [sym[s] for s in r.rhs]) for r in grammar.rules]
     return term_names, nt_names, prods
 
 
@@ -41,7 +38,7 @@ def nullable_nonterminals(prods: Productions, NT: int, NN: int) -> list[bool]:
     users: list[list[int]] = [[] for _ in range(NN)]  # a -> productions with a in their rhs
     work: list[int] = []
     for p_i, (lhs, rhs) in enumerate(prods):
-        if any(s < NT for s in rhs):
+        if rhs and min(rhs) < NT:
             missing[p_i] = -1  # reads a terminal: never nullable
             continue
         missing[p_i] = len(rhs)
