@@ -273,3 +273,20 @@ def test_anchor_and_embedded_id_references_still_resolve() -> None:
     resolver = loaded.registry.resolver()
     assert resolver.lookup("urn:corral:root#thing").contents["type"] == "integer"
     assert resolver.lookup("http://example.com/b").contents["type"] == "string"
+
+
+@pytest.mark.parametrize(("count", "stored"), [(32_766, np.int16), (32_767, np.int32)])
+def test_compact_tables_are_stored_narrow_and_given_out_as_int32(count: int, stored: type) -> None:
+    """A compact automaton's table is ``int16`` while its states fit (at most 32,767) and
+    ``int32`` past that; every accessor gives ``int32``, the same numbers either way."""
+    from corral.grammar.regex import python_regex_dfa
+
+    d = python_regex_dfa(f"[ab]{{0,{count}}}").compacted()
+    assert d.n_states == count + 1
+    table, classes = d.stored_columns()
+    assert table.dtype == stored
+    wide, same_classes = d.columns()
+    assert wide.dtype == np.int32 and np.array_equal(wide, table) and same_classes is classes
+    assert d.trans.dtype == np.int32 and d.row(count - 1).dtype == np.int32
+    assert d.row(count - 1)[ord("a")] == count and d.row(count)[ord("a")] == -1
+    assert d.matches(b"ab" * (count // 2)) and not d.matches(b"a" * (count + 1))

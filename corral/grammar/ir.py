@@ -237,7 +237,7 @@ class Grammar:
                     for part in (row_start, t.dfa.labels, t.dfa.targets):
                         h.update(np.ascontiguousarray(part).data)  # no copy
                 else:  # the canonical compact form: equal automata, equal arrays
-                    for part in t.dfa.columns():
+                    for part in t.dfa.stored_columns():
                         h.update(np.ascontiguousarray(part).data)
                 h.update(t.dfa.accept.tobytes())
                 if t.end_blocked is not None:

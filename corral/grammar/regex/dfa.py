@@ -264,6 +264,15 @@ class ByteDFA:
         assert d._table is not None and d._classes is not None
         return d._table.astype(np.int32, copy=False), d._classes
 
+    def stored_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`columns` as stored, without a copy: the table is ``int16`` when the
+        automaton has at most 32,767 states, else ``int32`` (read-only by convention).
+        Canonical as :meth:`columns` is, the dtype too (it follows from the number of
+        states): for hashing."""
+        d = self.compacted()
+        assert d._table is not None and d._classes is not None
+        return d._table, d._classes
+
     def compacted(self) -> ByteDFA:
         """This automaton in the compact form (itself if it is already)."""
         if self._trans is None:
