@@ -148,7 +148,7 @@ def test_int32_form_masks_and_parses_as_the_int16_form(monkeypatch: pytest.Monke
     vocab = corral.Vocabulary.from_hf(tok)
     schema = SCHEMAS[0]
     narrow = corral.compile(schema, vocab, cache=False, precompute=False)
-    monkeypatch.setattr(tables, "_INT16_STATES", 0)
+    monkeypatch.setattr(tables, "INT16_STATES", 0)
     wide = corral.compile(schema, vocab, cache=False, precompute=False)
     assert narrow.tables.lex_trans.dtype == np.int16
     assert wide.tables.lex_trans.dtype == np.int32 and wide.tables.lex_sparse is not None
@@ -156,13 +156,13 @@ def test_int32_form_masks_and_parses_as_the_int16_form(monkeypatch: pytest.Monke
     ids = tok.encode(doc, add_special_tokens=False)
     ms = [m.matcher() for m in (narrow, wide)]
     masks = corral.allocate_bitmask(2, vocab.size)
-    for tok in ids:
+    for token in ids:
         for row, m in enumerate(ms):
             m.fill_bitmask(masks, row)
         assert np.array_equal(np.asarray(masks[0]), np.asarray(masks[1]))
         assert np.asarray(masks[0]).any()
         for m in ms:
-            m.consume(tok)
+            m.consume(token)
     assert all(m.is_accepting() for m in ms)
     for tail in (b" ", b"}", b",", b'"x', b"\xff"):
         assert ms[0].fork().consume_bytes(tail) == ms[1].fork().consume_bytes(tail)

@@ -136,7 +136,7 @@ def test_walk_matches_reference(
     if tokenizer.endswith("+wide"):
         # tables with more dense states than int16 holds are int32 and take the tuple
         # form with no sparse rows; a limit of 0 gives every grammar that form
-        monkeypatch.setattr(tables, "_INT16_STATES", 0)
+        monkeypatch.setattr(tables, "INT16_STATES", 0)
     cg = corral.compile(GRAMMARS[name], vocab, cache=False, precompute=False)
     wide = tokenizer.endswith("+wide")
     assert cg.tables.lex_trans.dtype == (np.int32 if wide else np.int16)

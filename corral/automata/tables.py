@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..grammar.follow import nullable_nonterminals, numbered
 from ..grammar.ir import Grammar
-from ..grammar.regex.dfa import ByteDFA, column_classes
+from ..grammar.regex.dfa import INT16_STATES, ByteDFA, column_classes
 from ..grammar.regex.sparse import SparseDFA
 from ..jit import kernel
 from .follow_bytes import follow_bytes
@@ -211,7 +211,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     lex_trans, byte_class, sparse = _lexer_table(
         grammar, term_names, dfas, starts, D, G, trap, special_terms
     )
-    if G == D and D <= _INT16_STATES:
+    if G == D and D <= INT16_STATES:
         lex_trans = lex_trans.astype(np.int16)
     term_ignore = np.zeros(NT, np.int32)
     ignore_list = [t_index[n] for n in grammar.ignore]
@@ -341,7 +341,6 @@ _DEAD_ROW = np.full((1, 1), -1, np.int32)
 _DEAD_ROW.setflags(write=False)
 _TRAP_MARK = -2  # the trap, in a table of a terminal whose ends are blocked
 _HASHED_ROWS = 1 << 12  # most rows whose columns are hashed; more are sorted
-_INT16_STATES = (1 << 15) - 1  # most lexer states of an `int16` table (the form of dense grammars)
 
 
 @functools.cache

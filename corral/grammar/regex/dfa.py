@@ -197,7 +197,7 @@ PRODUCT_ROW_STEPS = 8
 _BOS = -1  # no character (start or end of the text)
 
 
-_INT16_STATES = (1 << 15) - 1  # most states of a compact table stored as `int16`
+INT16_STATES = (1 << 15) - 1  # most states of a table stored as `int16` (states and -1)
 
 
 class ByteDFA:
@@ -233,7 +233,7 @@ class ByteDFA:
         ``classes`` ``uint8 [256]``)."""
         dfa = cls.__new__(cls)
         dfa._trans = None
-        narrow = table.shape[0] <= _INT16_STATES
+        narrow = table.shape[0] <= INT16_STATES
         dfa._table = np.ascontiguousarray(table, np.int16 if narrow else np.int32)
         dfa._classes = np.ascontiguousarray(classes, np.uint8)
         dfa.accept = accept
@@ -260,9 +260,8 @@ class ByteDFA:
         ``trans == table[:, classes]``: the distinct columns in order of their first byte.
         The form is canonical (every construction of the compact form keeps that order
         and no two equal columns), so equal automata give equal arrays."""
-        d = self.compacted()
-        assert d._table is not None and d._classes is not None
-        return d._table.astype(np.int32, copy=False), d._classes
+        table, classes = self.stored_columns()
+        return table.astype(np.int32, copy=False), classes
 
     def stored_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`columns` as stored, without a copy: the table is ``int16`` when the
