@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from support.regexes import regexes
 
 from corral.errors import CompileBudgetError
-from corral.grammar.regex import dfa, python_regex_dfa
-from corral.grammar.regex.nfa import build_nfa
+from corral.grammar.regex import ast, dfa, python_regex_dfa
+from corral.grammar.regex.nfa import NFA, build_nfa, build_search_nfa
 from corral.grammar.regex.python_syntax import parse_python_regex
 
 PATTERNS = [
@@ -231,3 +231,142 @@ def test_many_guards_use_the_reference() -> None:
     assert d.n_states > 0
     (kt, ka, _), (rt, ra, _) = _both(pattern)
     assert np.array_equal(kt, rt) and np.array_equal(ka, ra)
+
+
+def _minimal(ca: dfa._CharAutomaton) -> tuple[np.ndarray, np.ndarray]:
+    """The minimal byte DFA of a character automaton (empty arrays for no language)."""
+    if not ca.live[0]:
+        return np.zeros((0, 256), np.int32), np.zeros(0, bool)
+    rows, acc, _ = dfa._encode(ca, [cs.ranges for cs in ca.blocks], 10**6, "t")
+    return dfa.minimize(rows, acc)
+
+
+def _search_automata(
+    nfa: NFA,
+) -> tuple[dfa._CharAutomaton, dfa._CharAutomaton, dfa._CharAutomaton]:
+    """The kernel's character automaton of ``nfa``, the Python construction's, and the
+    Python construction's with no set taken as ``{whole}``."""
+    alpha = dfa._Alphabet(nfa)
+    big = 10**6
+    kernel = dfa._determinise(nfa, alpha, "t", big)
+    ref = dfa._char_automaton(dfa._subset_construction_reference(nfa, alpha, "t", big))
+    plain = dfa._char_automaton(
+        dfa._subset_construction_reference(nfa, alpha, "t", big, collapse=False)
+    )
+    return kernel, ref, plain
+
+
+_SEARCH_ATOMS = st.sampled_from(["a", "b", "é", '"', "\\\\", ".", r"\w", r"\s", "[^a]", "[ab]"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    regexes(_SEARCH_ATOMS, guards=st.sampled_from(["", "", "^", "$", r"\b"])),
+    st.sampled_from(["decoded", "encoded"]),
+)
+def test_search_sets_taken_whole_keep_the_language(pattern: str, form: str) -> None:
+    """A pattern searched for in a text (``any* pattern any*``, as JSON Schema's
+    ``pattern`` means), built with its tail named (``build_search_nfa``): the kernel and
+    the Python construction, which both take a set that reaches the tail as the tail
+    alone, give the automaton of the construction that tracks every set, in the decoded
+    form (the final check's) and the JSON-encoded one (a string terminal's, where the
+    tail reads encoded characters)."""
+    from corral.grammar.json_schema.ecma import ANYTHING
+    from corral.grammar.json_schema.strings import encode_node
+
+    node = parse_python_regex(pattern, 0, where="t")
+    head = ast.Concat((ANYTHING, node))
+    if form == "encoded":
+        escapes = not any(True for _ in _guards(node))
+        nfa = build_search_nfa(
+            encode_node(head, escapes=escapes), encode_node(ANYTHING, escapes=escapes)
+        )
+    else:
+        nfa = build_search_nfa(head, ANYTHING)
+    kernel, ref, plain = _search_automata(nfa)
+    want = _minimal(plain)
+    for ca in (kernel, ref):
+        got = _minimal(ca)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert kernel.accept.shape[0] == ref.accept.shape[0]
+
+
+def _guards(node: ast.Node) -> list[ast.Assert]:
+    if isinstance(node, ast.Assert):
+        return [node]
+    if isinstance(node, (ast.Concat, ast.Alt)):
+        return [g for x in node.items for g in _guards(x)]
+    if isinstance(node, ast.Repeat):
+        return _guards(node.item)
+    return []
+
+
+def test_trailing_any_is_taken_whole_without_a_named_tail() -> None:
+    """Without a named tail, a set that holds a state from which every text is accepted
+    (a trailing ``[\\s\\S]*``) is taken as one state too: by the kernel and the Python
+    construction alike, with the language of the construction that tracks every set."""
+    nfa = build_nfa(parse_python_regex(r"(?s).*(ab|a[^b]c).*", 0, where="t"))
+    assert nfa.whole is None
+    found = dfa.universal_targets(nfa, dfa._Alphabet(nfa))
+    assert found is not None and found[0][found[1]]
+    kernel, ref, plain = _search_automata(nfa)
+    want = _minimal(plain)
+    for ca in (kernel, ref):
+        got = _minimal(ca)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert kernel.accept.shape[0] == ref.accept.shape[0] < plain.accept.shape[0]
+
+
+# The `uri` pattern of a MaskBench schema (Github_medium---o19005), unanchored: a URI
+# somewhere in the text, which holds as soon as a scheme and its colon are read.
+URI = (
+    r"([A-Za-z][A-Za-z0-9+\-.]*):(?:(//)(?:((?:[A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*)"
+    r"@)?((?:\[(?:(?:(?:(?:[0-9A-Fa-f]{1,4}:){6}|::(?:[0-9A-Fa-f]{1,4}:){5}|(?:[0-9A-Fa-f]"
+    r"{1,4})?::(?:[0-9A-Fa-f]{1,4}:){4}|(?:(?:[0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::"
+    r"(?:[0-9A-Fa-f]{1,4}:){3}|(?:(?:[0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::(?:[0-9A-Fa-f]"
+    r"{1,4}:){2}|(?:(?:[0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:|(?:(?:"
+    r"[0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::)(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:(?:"
+    r"25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)\.){3}(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?))|"
+    r"(?:(?:[0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(?:(?:[0-9A-Fa-f]"
+    r"{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)|[Vv][0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+)\]|"
+    r"(?:(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)\.){3}(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]"
+    r"[0-9]?)|(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*))(?::([0-9]*))?((?:/(?:"
+    r"[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)|/((?:(?:[A-Za-z0-9\-._~!$&'()*+,;="
+    r":@]|%[0-9A-Fa-f]{2})+(?:/(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?)|((?:"
+    r"[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(?:/(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|"
+    r"%[0-9A-Fa-f]{2})*)*)|)(?:\?((?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*))?"
+    r"(?:\#((?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*))?"
+)
+
+
+def test_a_pattern_found_anywhere_stops_tracking_matches_after_one() -> None:
+    """An unanchored URI pattern as a JSON string terminal: once a match ends, the subset
+    construction reads the rest of the text with the tail alone. It built 11,280
+    character states for this pattern (the minimal automaton has 17); the language is
+    the same, checked on texts with and without a URI, encoded."""
+    from corral.grammar.json_schema.ecma import EcmaPattern
+    from corral.grammar.json_schema.strings import body_of_node
+
+    node = EcmaPattern(URI).search_node()
+    seen: list[int] = []
+    real = dfa._determinise
+
+    def counting(*args: object) -> dfa._CharAutomaton:
+        ca = real(*args)  # type: ignore[arg-type]
+        seen.append(int(ca.accept.shape[0]))
+        return ca
+
+    from unittest import mock
+
+    with mock.patch.object(dfa, "_determinise", counting):
+        body = body_of_node(node, where="t", max_states=dfa.DEFAULT_MAX_DFA_STATES)
+    assert seen and max(seen) < 200
+    for text, ok in [
+        ("see http://example.org/a?b=c#d", True),
+        ('x \\"mailto:ada@example.org\\" y', True),
+        ("C: drive", True),
+        ("no scheme here", False),
+        ("1http", False),
+        ("bad \\x escape http://a", False),
+    ]:
+        assert body.matches(text.encode()) is ok, text

@@ -34,9 +34,10 @@ from ..regex.dfa import (
     spend,
     trim,
 )
-from ..regex.nfa import build_nfa
+from ..regex.nfa import build_nfa, build_search_nfa
 from ..regex.restrict import restrict_quoted
 from ..regex.sparse import SparseDFA
+from .ecma import ANYTHING
 
 # One character of a JSON string body, encoded (Python regex over code points).
 UNIT = (
@@ -168,8 +169,16 @@ def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
     schemas repeat their patterns)."""
 
     def build() -> ByteDFA:
-        enc = encode_node(node, escapes=not _has_guards(node))
-        dfa = nfa_to_byte_dfa(build_nfa(enc), where=where, max_states=max_states)
+        escapes = not _has_guards(node)
+        items = node.items if isinstance(node, ast.Concat) else ()
+        if len(items) > 1 and items[-1] == ANYTHING:
+            # a pattern found somewhere: the rest of the text after a match is read by
+            # the tail alone (the subset construction stops tracking other matches)
+            head = encode_node(ast.Concat(items[:-1]), escapes=escapes)
+            nfa = build_search_nfa(head, encode_node(ANYTHING, escapes=escapes))
+        else:
+            nfa = build_nfa(encode_node(node, escapes=escapes))
+        dfa = nfa_to_byte_dfa(nfa, where=where, max_states=max_states)
         return dfa.compacted()  # kept in the cache
 
     dfa, cost = _BODY_CACHE.get_or_build((node, max_states), lambda: metered(build, where))

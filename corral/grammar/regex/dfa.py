@@ -431,6 +431,93 @@ class _GuardEval:
         return r != negate
 
 
+def _unguarded_back(nfa: NFA) -> list[list[int]]:
+    """``back[t]``: the states with an ε-edge without a guard into ``t``."""
+    back: list[list[int]] = [[] for _ in range(nfa.n_states)]
+    for s, eps in enumerate(nfa.eps):
+        for t, guard in eps:
+            if guard is None:
+                back[t].append(s)
+    return back
+
+
+def _reaching(nfa: NFA, seeds: list[int], back: list[list[int]] | None = None) -> list[bool]:
+    """The states with a path of ε-edges without a guard to one of ``seeds``."""
+    if back is None:
+        back = _unguarded_back(nfa)
+    seen = [False] * nfa.n_states
+    work = list(seeds)
+    for q in work:
+        seen[q] = True
+    while work:
+        for q in back[work.pop()]:
+            if not seen[q]:
+                seen[q] = True
+                work.append(q)
+    return seen
+
+
+def universal_targets(nfa: NFA, alpha: _Alphabet) -> tuple[np.ndarray, int] | None:
+    """The NFA states from which every text is accepted, found where the subset
+    construction can see it cheaply: ``(good bool [n_states], representative)``, or
+    ``None`` when there are none of this kind. Where the NFA names such a state itself
+    (``nfa.whole``, :func:`.nfa.build_search_nfa`), the states with an unguarded ε-path
+    to it, and it.
+
+    A state ``t`` is *good* when, through ε-edges without a guard (which every closure
+    follows, whatever the characters around), it reaches the final state and a state
+    that reads every block of the alphabet with edges into good states (the greatest such
+    set: a trailing ``[\\s\\S]*``, or a search pattern's ``any*`` after its match). A set
+    of NFA states that holds a good state accepts every text (over the characters any
+    edge reads; no set reads the others), whatever guards follow, so the subset
+    construction replaces it by ``{representative}`` (the lowest good state) with no
+    previous character: one DFA state where the construction would otherwise carry on
+    tracking the partial matches that no longer matter (an unanchored URI pattern:
+    11,050 character states before, the minimal DFA 17).
+    """
+    full = (1 << alpha.n_blocks) - 1
+    if full == 0:
+        return None
+    if nfa.whole is not None:
+        return np.array(_reaching(nfa, [nfa.whole]), np.bool_), nfa.whole
+    readers = []
+    for s, edges in enumerate(nfa.chars):
+        m = 0
+        for cs, _ in edges:
+            m |= alpha.blocks_of(cs)
+        if m == full:
+            readers.append(s)
+    if not readers:
+        return None
+    back = _unguarded_back(nfa)
+
+    def reaching(seeds: list[int]) -> list[bool]:
+        return _reaching(nfa, seeds, back)
+
+    accepting = reaching([nfa.final])
+    while True:
+        near = reaching(readers)
+        good = [a and r for a, r in zip(accepting, near, strict=True)]
+        kept = []
+        for s in readers:
+            m = 0
+            for cs, t in nfa.chars[s]:
+                if good[t]:
+                    m |= alpha.blocks_of(cs)
+            if m == full:
+                kept.append(s)
+        if len(kept) == len(readers):
+            break
+        readers = kept
+        if not readers:
+            return None
+    out = np.array(good, np.bool_)
+    found = np.flatnonzero(out)
+    if found.shape[0] == 0:
+        return None
+    return out, int(found[0])
+
+
 def _closure(
     nfa: NFA, states: frozenset[int], prev: int, nxt: int, ev: _GuardEval, guard_free: bool
 ) -> frozenset[int]:
@@ -547,6 +634,11 @@ def _determinise(nfa: NFA, alpha: _Alphabet, where: str, max_states: int) -> _Ch
     cb_ptr[1:] = np.cumsum([x.shape[0] for x in lists])
     cb_block = np.concatenate(lists) if lists else np.zeros(0, np.int64)
 
+    if nfa.whole is not None:  # the kernel finds the states that reach it
+        universal, whole = np.zeros(0, np.bool_), nfa.whole
+    else:
+        found = universal_targets(nfa, alpha)
+        universal, whole = found if found is not None else (np.zeros(0, np.bool_), -1)
     status, steps, _, edge_ptr, edge_block, edge_target, accept, live = subset_construction(
         nfa.start,
         nfa.final,
@@ -562,6 +654,8 @@ def _determinise(nfa: NFA, alpha: _Alphabet, where: str, max_states: int) -> _Ch
         g_negate,
         g_member,
         prev_key,
+        universal,
+        np.int64(whole),
         max_states,
         max(budget_left(), 0),
     )
@@ -587,10 +681,13 @@ def _char_automaton(cdfa: _CharDFA) -> _CharAutomaton:
 
 
 def _subset_construction_reference(
-    nfa: NFA, alpha: _Alphabet, where: str, max_states: int
+    nfa: NFA, alpha: _Alphabet, where: str, max_states: int, *, collapse: bool = True
 ) -> _CharDFA:
     """The subset construction in Python (the kernel's reference in the tests, and the
-    construction for NFAs with more distinct guards than the kernel takes)."""
+    construction for NFAs with more distinct guards than the kernel takes).
+
+    ``collapse``: sets that accept every text become one state (:func:`universal_targets`);
+    ``False`` only in tests, which check that this keeps the language."""
     ev = _GuardEval(alpha, where)
     guards = nfa.guards()
     guard_free = not guards
@@ -612,6 +709,9 @@ def _subset_construction_reference(
     prev_keys = [prev_key(b) for b in range(alpha.n_blocks)]
     edge_blocks = [[(alpha.blocks_of(cs), t) for cs, t in edges] for edges in nfa.chars]
     start_prev = _BOS
+    universal = universal_targets(nfa, alpha) if collapse else None
+    good = universal[0] if universal is not None else None
+    whole = frozenset([universal[1]]) if universal is not None else frozenset()
 
     key0 = (frozenset([nfa.start]), start_prev if start_prev < 0 else 0)
     index: dict[tuple[frozenset[int], object], int] = {key0: 0}
@@ -680,8 +780,14 @@ def _subset_construction_reference(
                             targets_by_block.setdefault(low.bit_length() - 1, set()).add(t)
                             m ^= low
         for b, tgt in targets_by_block.items():
-            fs = frozenset(tgt)
-            pk: object = prev_keys[b] if not guard_free else 0
+            prev_b = b
+            if good is not None and any(good[t] for t in tgt):
+                fs = whole  # accepts every text: one state, whatever came before
+                prev_b = _BOS
+                pk: object = _BOS
+            else:
+                fs = frozenset(tgt)
+                pk = prev_keys[b] if not guard_free else 0
             key = (fs, pk)
             j = index.get(key)
             if j is None:
@@ -692,7 +798,7 @@ def _subset_construction_reference(
                         "raise the budget or simplify the pattern"
                     )
                 j = index[key] = len(reps)
-                reps.append((fs, b))
+                reps.append((fs, prev_b))
             out[b] = j
         trans.append(out)
     return _CharDFA(trans, accept, alpha.block_chars)

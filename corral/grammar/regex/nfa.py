@@ -21,6 +21,10 @@ class NFA:
         chars: ``chars[s]`` lists ``(charset, t)`` edges out of state ``s``.
         eps: ``eps[s]`` lists ``(t, guard)`` ε-edges; ``guard`` is ``None`` or an ``Assert``.
         start, final: the start and the (only) accepting state.
+        whole: ``None``, or a state from which the NFA accepts every text it could still
+            accept from any set of states it is in together with ``whole`` (see
+            :func:`build_search_nfa`); the subset construction then takes such a set as
+            ``{whole}`` alone (``dfa.universal_targets``).
     """
 
     def __init__(self, max_states: int = DEFAULT_MAX_NFA_STATES) -> None:
@@ -29,6 +33,7 @@ class NFA:
         self.max_states = max_states
         self.start = 0
         self.final = 0
+        self.whole: int | None = None
 
     @property
     def n_states(self) -> int:
@@ -53,6 +58,27 @@ def build_nfa(node: ast.Node, *, max_states: int = DEFAULT_MAX_NFA_STATES) -> NF
     nfa = NFA(max_states)
     s, f = _build(nfa, node)
     nfa.start, nfa.final = s, f
+    return nfa
+
+
+def build_search_nfa(
+    head: ast.Node, tail: ast.Node, *, max_states: int = DEFAULT_MAX_NFA_STATES
+) -> NFA:
+    """The ε-NFA of ``head`` then ``tail``, where ``tail`` is ``X*`` for the one-character
+    language ``X`` that every string of ``head`` is a sequence of (the characters of a
+    search pattern's text, or their encoded forms, written by a uniquely decodable,
+    prefix-free code), with no guard: a pattern found somewhere in a text, ``head``
+    reading up to the end of a match, ``tail`` the rest of the text.
+
+    Once ``tail``'s start is reached the text so far is a sequence of ``X``, and every
+    continuation that is one is accepted, which is everything any other state reached
+    with the same text could accept. ``whole`` is set to ``tail``'s start.
+    """
+    nfa = NFA(max_states)
+    s, f = _build(nfa, head)
+    ts, tf = _build(nfa, tail)
+    nfa.eps[f].append((ts, None))
+    nfa.start, nfa.final, nfa.whole = s, tf, ts
     return nfa
 
 

@@ -70,6 +70,24 @@ def _signature(prev, nxt, g_kind, g_negate, g_member):  # type: ignore[no-untype
     return sig
 
 
+@kernel(nogil=True, inline="always")
+def _reaching(n, eps_ptr, eps_to, eps_guard, seed):  # type: ignore[no-untyped-def]
+    """``bool [n]``: the states with a path of unguarded ε-edges to ``seed``."""
+    m = eps_to.shape[0]
+    src = np.empty(m, np.int64)
+    dst = np.empty(m, np.int64)
+    k = 0
+    for s in range(n):
+        for e in range(eps_ptr[s], eps_ptr[s + 1]):
+            if eps_guard[e] < 0:
+                src[k] = s
+                dst[k] = eps_to[e]
+                k += 1
+    seeds = np.zeros(n, np.bool_)
+    seeds[seed] = True
+    return co_reachable(n, src, dst, k, seeds)
+
+
 @kernel(nogil=True)
 def subset_construction(  # type: ignore[no-untyped-def]
     start,
@@ -86,6 +104,8 @@ def subset_construction(  # type: ignore[no-untyped-def]
     g_negate,
     g_member,
     prev_key,
+    universal,
+    whole,
     max_states,
     max_steps,
 ):
@@ -103,6 +123,11 @@ def subset_construction(  # type: ignore[no-untyped-def]
             block in the guard's characters (the newline for the line kinds).
         prev_key: ``int64 [n_blocks]``, what the guards remember of a previous character
             in that block; all ``0`` when there are no guards.
+        universal, whole: ``bool [n_nfa]``, the states from which every text is accepted
+            (``dfa.universal_targets``), and their representative (``-1``: none): a target
+            set holding one of them becomes ``{whole}`` with no previous character. An
+            empty ``universal`` with a representative: the states with an unguarded
+            ε-path to it (``nfa.whole``), found here.
         max_states, max_steps: stop past this many states, or steps.
 
     Returns:
@@ -113,6 +138,10 @@ def subset_construction(  # type: ignore[no-untyped-def]
     """
     guard_free = g_kind.shape[0] == 0
     n_nfa = eps_ptr.shape[0] - 1
+    if whole >= 0 and universal.shape[0] == 0:
+        universal = _reaching(n_nfa, eps_ptr, eps_to, eps_guard, whole)
+    elif whole < 0:
+        universal = np.zeros(n_nfa, np.bool_)
 
     # interned NFA sets
     sets = np.empty(1024, np.int64)
@@ -151,6 +180,7 @@ def subset_construction(  # type: ignore[no-untyped-def]
     group_of = np.full(max(n_blocks, 1), -1, np.int64)
     group_sig = np.empty(max(n_blocks, 1), np.int64)
     pairs = np.empty(256, np.int64)
+    tgt = np.empty(n_nfa, np.int64)
 
     # the start state: {start}, no previous character
     sets[0] = start
@@ -259,16 +289,25 @@ def subset_construction(  # type: ignore[no-untyped-def]
             y = x
             while y < n_pairs and srt[y] // n_nfa == b:
                 y += 1
-            # the distinct targets srt[x:y] % n_nfa, ascending
-            h = _FNV_BASIS
+            # the distinct targets srt[x:y] % n_nfa, ascending; a set that accepts
+            # every text is the representative alone, with no previous character
             cnt = 0
             last = -1
+            whole_set = False
             for z in range(x, y):
                 t = srt[z] % n_nfa
                 if t != last:
-                    h = (h ^ np.uint64(t)) * _FNV_PRIME
+                    tgt[cnt] = t
                     cnt += 1
                     last = t
+                    if universal[t]:
+                        whole_set = True
+            if whole_set:
+                tgt[0] = whole
+                cnt = 1
+            h = _FNV_BASIS
+            for z in range(cnt):
+                h = (h ^ np.uint64(tgt[z])) * _FNV_PRIME
             # find or intern the set
             found = -1
             cand = table_get(heads_k, heads_v, np.int64(h))
@@ -276,15 +315,10 @@ def subset_construction(  # type: ignore[no-untyped-def]
                 if set_ptr[cand + 1] - set_ptr[cand] == cnt:
                     w = set_ptr[cand]
                     same = True
-                    last = -1
-                    for z in range(x, y):
-                        t = srt[z] % n_nfa
-                        if t != last:
-                            if sets[w] != t:
-                                same = False
-                                break
-                            w += 1
-                            last = t
+                    for z in range(cnt):
+                        if sets[w + z] != tgt[z]:
+                            same = False
+                            break
                     if same:
                         found = cand
                 if found < 0:
@@ -296,13 +330,9 @@ def subset_construction(  # type: ignore[no-untyped-def]
                     grown = np.empty(max(2 * sets.shape[0], w + cnt), np.int64)
                     grown[:w] = sets[:w]
                     sets = grown
-                last = -1
-                for z in range(x, y):
-                    t = srt[z] % n_nfa
-                    if t != last:
-                        sets[w] = t
-                        w += 1
-                        last = t
+                for z in range(cnt):
+                    sets[w] = tgt[z]
+                    w += 1
                 if n_sets + 1 >= set_ptr.shape[0]:
                     grown = np.zeros(2 * set_ptr.shape[0], np.int64)
                     grown[: n_sets + 1] = set_ptr[: n_sets + 1]
@@ -317,7 +347,7 @@ def subset_construction(  # type: ignore[no-untyped-def]
                 )
                 n_sets += 1
             # find or add the state
-            skey = found * n_keys + prev_key[b] + 1
+            skey = found * n_keys + (0 if whole_set else prev_key[b] + 1)
             j = table_get(index_k, index_v, skey)
             if j < 0:
                 steps += 1 + cnt
@@ -342,7 +372,7 @@ def subset_construction(  # type: ignore[no-untyped-def]
                 j = n
                 index_k, index_v, n_index = table_put(index_k, index_v, n_index, skey, j)
                 rep_set[j] = found
-                rep_prev[j] = b
+                rep_prev[j] = _NONE if whole_set else b
                 n += 1
             if n_edges >= e_block.shape[0]:
                 g5 = np.empty(2 * e_block.shape[0], np.int64)

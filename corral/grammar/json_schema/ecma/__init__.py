@@ -47,9 +47,12 @@ def parse_ecma_regex(pattern: str, *, where: str = "") -> ast.Node:
     return lower(parse(pattern, where=where))
 
 
+ANYTHING = ast.Repeat(ast.Chars(UNIVERSE), 0, None)
+"""Any text: what a search node reads before and after the pattern's match."""
+
+
 def _search(node: ast.Node) -> ast.Node:
-    anything = ast.Repeat(ast.Chars(UNIVERSE), 0, None)
-    return ast.Concat((anything, node, anything))
+    return ast.Concat((ANYTHING, node, ANYTHING))
 
 
 def ecma_search_node(pattern: str, *, where: str = "") -> ast.Node:
@@ -143,10 +146,11 @@ class EcmaPattern:
 
     def _build_dfa(self) -> None:
         from ...regex.dfa import nfa_to_byte_dfa
-        from ...regex.nfa import build_nfa
+        from ...regex.nfa import build_search_nfa
 
         assert self._node is not None
-        dfa = nfa_to_byte_dfa(build_nfa(_search(self._node)), where=self.parsed.name)
+        nfa = build_search_nfa(ast.Concat((ANYTHING, self._node)), ANYTHING)
+        dfa = nfa_to_byte_dfa(nfa, where=self.parsed.name)
         self._dfa = dfa.trans.tolist()
         self._accept = dfa.accept.tolist()
 
