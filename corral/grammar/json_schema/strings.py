@@ -171,9 +171,10 @@ def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
     def build() -> ByteDFA:
         escapes = not _has_guards(node)
         items = node.items if isinstance(node, ast.Concat) else ()
-        if len(items) > 1 and items[-1] == ANYTHING:
-            # a pattern found somewhere: the rest of the text after a match is read by
-            # the tail alone (the subset construction stops tracking other matches)
+        if len(items) > 1 and items[-1] == ANYTHING and not ast.ends_at_text_end(items[-2]):
+            # a pattern found somewhere, not only at the end: the rest of the text after a
+            # match is read by the tail alone (the subset construction stops tracking
+            # other matches there)
             head = encode_node(ast.Concat(items[:-1]), escapes=escapes)
             nfa = build_search_nfa(head, encode_node(ANYTHING, escapes=escapes))
         else:

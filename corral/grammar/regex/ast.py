@@ -77,3 +77,15 @@ class Assert:
 Node = Chars | Concat | Alt | Repeat | Assert
 
 EMPTY_STRING = Concat(())
+
+
+def ends_at_text_end(node: Node) -> bool:
+    """Whether every match of ``node`` ends with ``$`` at the end of the text (an
+    unnegated ``TEXT_END`` last on every path; ``False`` where that is not plain)."""
+    if isinstance(node, Assert):
+        return node.kind == TEXT_END and not node.negate
+    if isinstance(node, Concat):
+        return bool(node.items) and ends_at_text_end(node.items[-1])
+    if isinstance(node, Alt):
+        return bool(node.items) and all(ends_at_text_end(x) for x in node.items)
+    return False

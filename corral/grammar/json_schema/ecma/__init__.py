@@ -146,10 +146,13 @@ class EcmaPattern:
 
     def _build_dfa(self) -> None:
         from ...regex.dfa import nfa_to_byte_dfa
-        from ...regex.nfa import build_search_nfa
+        from ...regex.nfa import build_nfa, build_search_nfa
 
         assert self._node is not None
-        nfa = build_search_nfa(ast.Concat((ANYTHING, self._node)), ANYTHING)
+        if ast.ends_at_text_end(self._node):  # the tail reads nothing after a match
+            nfa = build_nfa(_search(self._node))
+        else:
+            nfa = build_search_nfa(ast.Concat((ANYTHING, self._node)), ANYTHING)
         dfa = nfa_to_byte_dfa(nfa, where=self.parsed.name)
         self._dfa = dfa.trans.tolist()
         self._accept = dfa.accept.tolist()
