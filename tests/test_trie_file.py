@@ -4,11 +4,11 @@ trie built, a file that does not match is never read, and writing never fails a 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import struct
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,7 @@ def _header(path: Path) -> tuple[dict[str, Any], int]:
 
 def _patch_array(path: Path, name: str, index: int, value: int, redigest: bool = True) -> None:
     """Write ``value`` at ``index`` of the stored array ``name``; with ``redigest``, put
-    the arrays' new digest in the header too (an edit only the checks of the arrays
+    the arrays' new checksum in the header too (an edit only the checks of the arrays
     themselves can find)."""
     header, start = _header(path)
     (entry,) = [e for e in header["arrays"] if e[0] == name]
@@ -108,8 +108,8 @@ def _patch_array(path: Path, name: str, index: int, value: int, redigest: bool =
     at = start + entry[3] + index * dt.itemsize
     data[at : at + dt.itemsize] = np.array([value], dt).tobytes()
     if redigest:
-        new = hashlib.sha256(bytes(data[start:])).hexdigest().encode()
-        data = bytearray(bytes(data).replace(header["sha256"].encode(), new, 1))
+        new = f"{zlib.crc32(bytes(data[start:])):08x}".encode()
+        data = bytearray(bytes(data).replace(header["crc32"].encode(), new, 1))
     path.write_bytes(bytes(data))
 
 
@@ -148,7 +148,7 @@ def _bad_magic(path: Path) -> None:
         _oversized,
         # a flipped byte of the trie: an index still in range, a wrong mask if read
         lambda p: _patch_array(p, "node_byte", 7, 0x41, redigest=False),
-        # edits that keep the digest: the arrays' own checks find them
+        # edits that keep the checksum: the arrays' own checks find them
         lambda p: _patch_array(p, "children", 5, 1 << 30),  # a node past the last
         lambda p: _patch_array(p, "token_ids", 0, 60_000),  # an id past the vocabulary
         lambda p: _patch_array(p, "frontier_end", 3, -2),

@@ -11,7 +11,7 @@ the EOS ids: a file is found only for the very vocabulary it was built from. Lay
 magic ``CORRALTRIE``, the format number and the header's length (two little-endian
 ``uint32``), a JSON header (the hash, a digest of the sources that build a trie
 (:func:`builder_digest`), the two integer fields, each array's field name, dtype, shape
-and offset, the arrays' total length and their SHA-256), then the arrays, each at an
+and offset, the arrays' total length and their CRC-32), then the arrays, each at an
 offset that is a multiple of 64.
 
 A file must never change what is allowed, so a file is read only when its magic,
@@ -22,12 +22,13 @@ is passed over silently; any other mismatch (flipped bits, truncated, edited, re
 with a :class:`~corral.errors.CacheWarning` naming the file and what is wrong. Either
 way the trie is built and the file written again. Files are written to a temporary name
 in the same folder and renamed into place, so a reader sees a whole file or none. As for
-``cache_dir`` of :func:`corral.compile`, the digest has no secret: it protects against
+``cache_dir`` of :func:`corral.compile`, the checksum has no secret: it protects against
 damage and mismatch, not against a forger, and the folder must be as trusted as the
-code that uses it.
+code that uses it. (A CRC-32 finds every error of up to 32 bits in a row and misses
+other damage once in 4 billion; it reads Llama-3's arrays in 3.7 ms, SHA-256 in 12.8.)
 
-Reading Llama-3's trie (26.6 MB) takes 27-32 ms of CPU in a new process: the read, the
-digest (about 19 ms) and the checks.
+Reading Llama-3's trie (26.6 MB) takes about 15-20 ms of CPU in a new process: the read
+(8 ms from the page cache), the checksum (4 ms) and the checks.
 
 Vocabularies under :data:`MIN_TOKENS` tokens (built in milliseconds) are not stored; at
 most :data:`MAX_FILES` files are kept, the least recently read or written removed first.
@@ -47,6 +48,7 @@ import os
 import struct
 import tempfile
 import warnings
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +64,7 @@ __all__ = ["MAX_FILES", "MIN_TOKENS", "load", "store", "trie_folder"]
 
 MAGIC = b"CORRALTRIE"
 #: the layout's number: raised when the file's layout or the trie's fields change meaning
-FORMAT = 1
+FORMAT = 2
 #: vocabularies with fewer tokens are not stored (their tries build in milliseconds)
 MIN_TOKENS = 16_384
 #: the most trie files kept in the folder
@@ -167,7 +169,7 @@ def store(trie: TokenTrie, vocab_hash: str) -> Path | None:
             "ints": ints,
             "arrays": entries,
             "data": size,
-            "sha256": hashlib.sha256(body.data).hexdigest(),
+            "crc32": f"{zlib.crc32(body.data):08x}",
         },
         separators=(",", ":"),
     ).encode()
@@ -266,8 +268,8 @@ def _parse(data: np.ndarray, vocab_hash: str) -> dict[str, Any] | str | None:
         start = _rounded(n0 + head_len)
         if start + int(header["data"]) != data.shape[0]:
             return "truncated or extended"
-        if hashlib.sha256(data[start:].data).hexdigest() != header["sha256"]:
-            return "its arrays do not match their digest"
+        if f"{zlib.crc32(data[start:].data):08x}" != header["crc32"]:
+            return "its arrays do not match their checksum"
         out: dict[str, Any] = {k: int(v) for k, v in header["ints"].items()}
         for name, dtype, shape, at in header["arrays"]:
             dt = np.dtype(dtype)
