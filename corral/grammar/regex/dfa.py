@@ -379,6 +379,10 @@ class _Alphabet:
     def blocks_of(self, cs: CharSet) -> int:
         return self._members[cs]
 
+    def members(self) -> dict[CharSet, int]:
+        """Every character set of the NFA's edges and guards, with its blocks (a bitmask)."""
+        return self._members
+
     def block_in(self, block: int, cs: CharSet) -> bool:
         return bool(self._members[cs] >> block & 1)
 
@@ -480,12 +484,21 @@ def universal_targets(nfa: NFA, alpha: _Alphabet) -> tuple[np.ndarray, int] | No
         return None
     if nfa.whole is not None:
         return np.array(_reaching(nfa, [nfa.whole]), np.bool_), nfa.whole
+    # a state of a Thompson NFA has at most one character edge: it reads every block
+    # when that edge's set does, which few sets do
+    whole_sets = {cs for cs, m in alpha.members().items() if m == full}
+    if not whole_sets and max(map(len, nfa.chars), default=0) <= 1:
+        return None
     readers = []
     for s, edges in enumerate(nfa.chars):
+        if len(edges) == 1:
+            if edges[0][0] in whole_sets:
+                readers.append(s)
+            continue
         m = 0
         for cs, _ in edges:
             m |= alpha.blocks_of(cs)
-        if m == full:
+        if edges and m == full:
             readers.append(s)
     if not readers:
         return None
