@@ -370,3 +370,13 @@ def test_a_pattern_found_anywhere_stops_tracking_matches_after_one() -> None:
         ("bad \\x escape http://a", False),
     ]:
         assert body.matches(text.encode()) is ok, text
+
+
+@pytest.mark.parametrize("n", [2, 50, 32_766])
+def test_a_bounded_repeat_of_the_whole_alphabet_is_not_taken_whole(n: int) -> None:
+    """``[a-z]{0,n}`` over an alphabet of one block: every character state reads the
+    whole alphabet, yet no state accepts every text (the length is bounded). The search
+    for such states finds none, whether its fixpoint settles (small ``n``) or gives up
+    after a few rounds, rather than peeling one state a round (quadratic)."""
+    nfa = build_nfa(parse_python_regex(f"[a-z]{{0,{n}}}", 0, where="t"))
+    assert dfa.universal_targets(nfa, dfa._Alphabet(nfa)) is None

@@ -461,6 +461,12 @@ def _reaching(nfa: NFA, seeds: list[int], back: list[list[int]] | None = None) -
     return seen
 
 
+_UNIVERSAL_ROUNDS = 4
+r"""Rounds of :func:`universal_targets`'s fixpoint before it gives up (each is linear in
+the NFA; a trailing ``[\s\S]*`` settles in one, a bounded repeat of a class that is
+the whole alphabet would drop one reader a round)."""
+
+
 def universal_targets(nfa: NFA, alpha: _Alphabet) -> tuple[np.ndarray, int] | None:
     """The NFA states from which every text is accepted, found where the subset
     construction can see it cheaply: ``(good bool [n_states], representative)``, or
@@ -508,7 +514,7 @@ def universal_targets(nfa: NFA, alpha: _Alphabet) -> tuple[np.ndarray, int] | No
         return _reaching(nfa, seeds, back)
 
     accepting = reaching([nfa.final])
-    while True:
+    for _ in range(_UNIVERSAL_ROUNDS):
         near = reaching(readers)
         good = [a and r for a, r in zip(accepting, near, strict=True)]
         kept = []
@@ -524,6 +530,8 @@ def universal_targets(nfa: NFA, alpha: _Alphabet) -> tuple[np.ndarray, int] | No
         readers = kept
         if not readers:
             return None
+    else:
+        return None  # not settled: readers that only lead on to fewer (``[a-z]{0,n}``)
     out = np.array(good, np.bool_)
     found = np.flatnonzero(out)
     if found.shape[0] == 0:
