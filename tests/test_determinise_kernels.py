@@ -272,12 +272,12 @@ def test_search_sets_taken_whole_keep_the_language(pattern: str, form: str) -> N
     form (the final check's) and the JSON-encoded one (a string terminal's, where the
     tail reads encoded characters)."""
     from corral.grammar.json_schema.ecma import ANYTHING
-    from corral.grammar.json_schema.strings import encode_node
+    from corral.grammar.json_schema.strings import _has_guards, encode_node
 
     node = parse_python_regex(pattern, 0, where="t")
     head = ast.Concat((ANYTHING, node))
     if form == "encoded":
-        escapes = not any(True for _ in _guards(node))
+        escapes = not _has_guards(node)
         nfa = build_search_nfa(
             encode_node(head, escapes=escapes), encode_node(ANYTHING, escapes=escapes)
         )
@@ -289,16 +289,6 @@ def test_search_sets_taken_whole_keep_the_language(pattern: str, form: str) -> N
         got = _minimal(ca)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert kernel.accept.shape[0] == ref.accept.shape[0]
-
-
-def _guards(node: ast.Node) -> list[ast.Assert]:
-    if isinstance(node, ast.Assert):
-        return [node]
-    if isinstance(node, (ast.Concat, ast.Alt)):
-        return [g for x in node.items for g in _guards(x)]
-    if isinstance(node, ast.Repeat):
-        return _guards(node.item)
-    return []
 
 
 def test_trailing_any_is_taken_whole_without_a_named_tail() -> None:

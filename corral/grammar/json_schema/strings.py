@@ -37,7 +37,7 @@ from ..regex.dfa import (
 from ..regex.nfa import build_nfa, build_search_nfa
 from ..regex.restrict import restrict_quoted
 from ..regex.sparse import SparseDFA
-from .ecma import ANYTHING
+from .ecma import search_tail
 
 # One character of a JSON string body, encoded (Python regex over code points).
 UNIT = (
@@ -170,15 +170,15 @@ def body_of_node(node: ast.Node, *, where: str, max_states: int) -> ByteDFA:
 
     def build() -> ByteDFA:
         escapes = not _has_guards(node)
-        items = node.items if isinstance(node, ast.Concat) else ()
-        if len(items) > 1 and items[-1] == ANYTHING and not ast.ends_at_text_end(items[-2]):
+        parts = search_tail(node)
+        if parts is None:
+            nfa = build_nfa(encode_node(node, escapes=escapes))
+        else:
             # a pattern found somewhere, not only at the end: the rest of the text after a
             # match is read by the tail alone (the subset construction stops tracking
             # other matches there)
-            head = encode_node(ast.Concat(items[:-1]), escapes=escapes)
-            nfa = build_search_nfa(head, encode_node(ANYTHING, escapes=escapes))
-        else:
-            nfa = build_nfa(encode_node(node, escapes=escapes))
+            head, tail = (encode_node(x, escapes=escapes) for x in parts)
+            nfa = build_search_nfa(head, tail)
         dfa = nfa_to_byte_dfa(nfa, where=where, max_states=max_states)
         return dfa.compacted()  # kept in the cache
 

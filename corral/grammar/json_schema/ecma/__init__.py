@@ -55,6 +55,17 @@ def _search(node: ast.Node) -> ast.Node:
     return ast.Concat((ANYTHING, node, ANYTHING))
 
 
+def search_tail(node: ast.Node) -> tuple[ast.Node, ast.Node] | None:
+    """``(head, tail)`` of a search node (``Concat(..., ANYTHING)``) whose pattern may
+    match before the end of the text, for :func:`~corral.grammar.regex.nfa.build_search_nfa`;
+    ``None`` for any other node, and where the pattern ends with ``$`` (the tail then
+    reads nothing after a match)."""
+    items = node.items if isinstance(node, ast.Concat) else ()
+    if len(items) < 2 or items[-1] != ANYTHING or ast.ends_at_text_end(items[-2]):
+        return None
+    return ast.Concat(items[:-1]), items[-1]
+
+
 def ecma_search_node(pattern: str, *, where: str = "") -> ast.Node:
     """The language JSON Schema's ``pattern`` means: strings in which the pattern matches
     somewhere (unanchored search): ``Concat(any*, pattern, any*)`` — anchors ``^`` and ``$``
@@ -149,10 +160,9 @@ class EcmaPattern:
         from ...regex.nfa import build_nfa, build_search_nfa
 
         assert self._node is not None
-        if ast.ends_at_text_end(self._node):  # the tail reads nothing after a match
-            nfa = build_nfa(_search(self._node))
-        else:
-            nfa = build_search_nfa(ast.Concat((ANYTHING, self._node)), ANYTHING)
+        node = _search(self._node)
+        parts = search_tail(node)
+        nfa = build_nfa(node) if parts is None else build_search_nfa(*parts)
         dfa = nfa_to_byte_dfa(nfa, where=self.parsed.name)
         self._dfa = dfa.trans.tolist()
         self._accept = dfa.accept.tolist()
