@@ -111,12 +111,6 @@ MEMO_MIN = 48  # remember a walk's result below nodes with at least this many no
 _MEMO_PROBES = 16
 
 
-@kernel(nogil=True, inline="always")
-def _follows(follow, t, b):  # type: ignore[no-untyped-def]
-    """Whether byte ``b`` may start something after a lexeme of terminal ``t``."""
-    return (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1
-
-
 @kernel(nogil=True)
 def lexer_state_walk(gt, lex, trie, runs, walk_memo, subtrees, g, dead, ends):  # type: ignore[no-untyped-def]
     """Walk the token trie from lexer state ``g``.
@@ -769,106 +763,6 @@ def _all_allowed(rk, lo, hi):  # type: ignore[no-untyped-def]
     return (np.int64(rk[wh]) & m) == m
 
 
-@kernel(nogil=True, inline="always")
-def _memo_seen(memo, gen, h, x, g):  # type: ignore[no-untyped-def]
-    """Record that tokens below trie node ``x`` were explored for a lexeme starting in state
-    ``g`` from a set with structural hash ``h``, in call ``gen``. Returns 1 if that was done
-    already, 0 if not (now recorded), -1 if the memo is full here."""
-    key = h + g * 0x1F1F1F1F1F1F1F1
-    n = memo.shape[0]
-    slot = (key ^ (x * 0x1E3779B97F4A7C15)) & (n - 1)
-    for _ in range(_MEMO_PROBES):
-        if memo[slot, MM_GEN] != gen:
-            memo[slot, MM_KEY] = key
-            memo[slot, MM_NODE] = x
-            memo[slot, MM_GEN] = gen
-            return 0
-        if memo[slot, MM_KEY] == key and memo[slot, MM_NODE] == x:
-            return 1
-        slot = (slot + 1) & (n - 1)
-    return -1
-
-
-@kernel(nogil=True, inline="always")
-def _has_end_child(gt, lex, subtree_end, node_byte, follow, t, s, x):  # type: ignore[no-untyped-def]
-    """Whether a lexeme of terminal ``t`` in state ``s`` at node ``x`` ends before a child."""
-    byte_class = gt[H_BYTE_CLASS]
-    ch = x + 1
-    end = subtree_end[x]
-    while ch < end:
-        b = node_byte[ch]
-        if lex_next(lex, s, gt[byte_class + b]) < 0 and _follows(follow, t, b):
-            return True
-        ch = subtree_end[ch]
-    return False
-
-
-@kernel(nogil=True, inline="always")
-def _start_classes(  # type: ignore[no-untyped-def]
-    gt, lex, follow, child_start, children, node_byte, subtree_end, rank_at, rk, t, s, x, fr
-):
-    """List in frame ``fr`` (``F_NV``, ``F_V``) the byte classes of trie node ``x``'s
-    children where a lexeme of terminal ``t``, in state ``s`` at ``x``, ends (it cannot read
-    the byte, which may follow ``t``) and below which some token is not allowed yet: where
-    a nested lexeme may start. Returns their number (``-1``: more than ``F_NV_MAX``,
-    not listed)."""
-    byte_class = gt[H_BYTE_CLASS]
-    nv = 0
-    for i in range(child_start[x], child_start[x + 1]):
-        ch = children[i]
-        b = node_byte[ch]
-        c = gt[byte_class + b]
-        if (
-            lex_next(lex, s, c) >= 0
-            or not _follows(follow, t, b)
-            or _all_allowed(rk, rank_at[ch], rank_at[subtree_end[ch]])
-        ):
-            continue
-        dup = False
-        for j in range(nv):
-            if fr[F_V + j] == c:
-                dup = True
-                break
-        if dup:
-            continue
-        if nv == F_NV_MAX:
-            nv = -1
-            break
-        fr[F_V + nv] = c
-        nv += 1
-    fr[F_NV] = nv
-    return nv
-
-
-@kernel(nogil=True, inline="always")
-def _may_start(lex, fr, g):  # type: ignore[no-untyped-def]
-    """Whether a lexeme in state ``g`` can read one of the classes listed in frame ``fr``
-    (by :func:`_start_classes`; an unlisted overflow counts as yes)."""
-    nv = fr[F_NV]
-    if nv < 0:
-        return True
-    for j in range(nv):  # noqa: SIM110 - a loop, not any() over a generator, in Numba
-        if lex_next(lex, g, fr[F_V + j]) >= 0:
-            return True
-    return False
-
-
-@kernel(nogil=True, inline="always")
-def _find_child(child_start, children, node_byte, x, b):  # type: ignore[no-untyped-def]
-    """The child of trie node ``x`` reached by byte ``b``, or -1 (binary search)."""
-    lo = child_start[x]
-    hi = child_start[x + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if node_byte[children[mid]] < b:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < child_start[x + 1] and node_byte[children[lo]] == b:
-        return children[lo]
-    return -1
-
-
 @kernel(nogil=True)
 def _walk_below(  # type: ignore[no-untyped-def]
     gt, lex, P, L, S, stamp, sorig, ctx, k, ends, es,
@@ -892,6 +786,12 @@ def _walk_below(  # type: ignore[no-untyped-def]
     fields of :class:`TrieArrays` (``kernels/layout.py``) and :func:`fill_mask`'s
     scratch, as arguments (a named tuple passed to this function, which is not inlined,
     measured 2% slower on JSON masks). Returns 1, or a negative error.
+
+    The helpers of the walk's inner loops are written out here, not called: Numba
+    increments and decrements the reference count of every array an inlined function
+    takes (two atomic operations per array and call) and cannot drop the pairs around a
+    loop. Called per end point, they took a quarter of the time of the slowest masks of
+    Lark's own grammar.
     """
     byte_class = gt[H_BYTE_CLASS]
     lex_accept = gt[H_LEX_ACCEPT]
@@ -963,15 +863,43 @@ def _walk_below(  # type: ignore[no-untyped-def]
                 xs = frames[level, F_X]
                 ps = states[level, depth[xs]]
                 nxt = -1
-                fr = frames[level]
+                nv = frames[level, F_NV]
+                h = get64(S, fk + 1, S_HASH)
+                gen = ctx[C_SCRATCH2]
                 while idx < hi:
                     g2 = L[idx, L_STATE]
                     # an earlier item of the set in the same state (L_LINK): walked already
                     first = L[idx, L_LINK] < 0
                     idx += 1
-                    if not first or not _may_start(lex, fr, g2):
+                    if not first:
                         continue
-                    seen = _memo_seen(memo, ctx[C_SCRATCH2], get64(S, fk + 1, S_HASH), xs, g2)
+                    # whether g2 can read one of the classes listed in the frame where
+                    # the walk stopped at this end (an unlisted overflow, nv < 0, is yes)
+                    may = nv < 0
+                    for j in range(nv):
+                        if lex_next(lex, g2, frames[level, F_V + j]) >= 0:
+                            may = True
+                            break
+                    if not may:
+                        continue
+                    # record that a lexeme in state g2 was explored below node xs from
+                    # a set with hash h in this call (generation gen): seen 1 if done
+                    # already, 0 if not (now recorded), -1 if the memo is full here
+                    key = h + g2 * 0x1F1F1F1F1F1F1F1
+                    n_memo = memo.shape[0]
+                    slot = (key ^ (xs * 0x1E3779B97F4A7C15)) & (n_memo - 1)
+                    seen = -1
+                    for _ in range(_MEMO_PROBES):
+                        if memo[slot, MM_GEN] != gen:
+                            memo[slot, MM_KEY] = key
+                            memo[slot, MM_NODE] = xs
+                            memo[slot, MM_GEN] = gen
+                            seen = 0
+                            break
+                        if memo[slot, MM_KEY] == key and memo[slot, MM_NODE] == xs:
+                            seen = 1
+                            break
+                        slot = (slot + 1) & (n_memo - 1)
                     if seen < 0:
                         return ERR_MEMO
                     if seen == 0:
@@ -1011,16 +939,30 @@ def _walk_below(  # type: ignore[no-untyped-def]
                 frames[level, F_FB] = fb + 1
                 xs = frames[level, F_XS]
                 if frames[level, F_MODE] == 0:
-                    ch = _find_child(child_start, children, node_byte, xs, gt[first_bytes + fb])
+                    # the child reached by the lexeme's first byte fb, if any (binary search)
+                    b = gt[first_bytes + fb]
+                    lo = child_start[xs]
+                    hi = child_start[xs + 1]
+                    while lo < hi:
+                        mid = (lo + hi) >> 1
+                        if node_byte[children[mid]] < b:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    ch = -1
+                    if lo < child_start[xs + 1] and node_byte[children[lo]] == b:
+                        ch = children[lo]
                 else:
                     ch = children[fb]
                     if lex_next(lex, fg, gt[byte_class + node_byte[ch]]) < 0:
                         ch = -1
                 if ch >= 0:
                     # the previous lexeme must end here: not if it can read this byte
-                    cb = gt[byte_class + node_byte[ch]]
-                    if lex_next(lex, frames[level, F_PS], cb) >= 0 or not _follows(
-                        follow, gt[lex_term + frames[level, F_PS]], node_byte[ch]
+                    b = node_byte[ch]
+                    pt = gt[lex_term + frames[level, F_PS]]
+                    if (
+                        lex_next(lex, frames[level, F_PS], gt[byte_class + b]) >= 0
+                        or (follow[pt * 8 + (b >> 5)] >> (b & 31)) & 1 == 0
                     ):
                         ch = -1
                 if ch >= 0:
@@ -1044,11 +986,21 @@ def _walk_below(  # type: ignore[no-untyped-def]
                     continue
                 states[level, d] = s
                 _mark(out, rk, token_ids, tok_start, tok_count, x)
-                if (
-                    gt[lex_accept + s] != 0
-                    and sub > x + 1
-                    and _has_end_child(gt, lex, subtree_end, node_byte, follow, t, s, x)
-                ):
+                # can the lexeme end here, before a child whose byte it cannot read and
+                # which may follow terminal t?
+                ends_here = False
+                if gt[lex_accept + s] != 0 and sub > x + 1:
+                    ch = x + 1
+                    while ch < sub:
+                        b = node_byte[ch]
+                        if (
+                            lex_next(lex, s, gt[byte_class + b]) < 0
+                            and (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1
+                        ):
+                            ends_here = True
+                            break
+                        ch = subtree_end[ch]
+                if ends_here:
                     # completion of `fg` from set fk, at fk+1: reuse while still valid
                     if frames[level, F_CG] != fg or frames[level, F_CV] != frames[level, F_VER]:
                         r = complete_state(gt, lex, P, L, S, stamp, sorig, ctx, fk + 1, fg)
@@ -1059,10 +1011,38 @@ def _walk_below(  # type: ignore[no-untyped-def]
                         frames[level, F_CG] = fg
                         frames[level, F_CV] = frames[level, F_VER]
                         frames[level, F_CA] = 1 if r > 0 else 0
-                    if frames[level, F_CA] > 0 and _start_classes(
-                        gt, lex, follow, child_start, children, node_byte, subtree_end,
-                        rank_at, rk, t, s, x, frames[level],
-                    ) != 0:  # fmt: skip
+                    if frames[level, F_CA] == 0:
+                        x += 1
+                        continue
+                    # list in the frame (F_NV, F_V) the byte classes of x's children where
+                    # the lexeme ends (it cannot read the byte, which may follow t) and
+                    # below which some token is not allowed yet: where a nested lexeme
+                    # may start (F_NV -1: more than F_NV_MAX of them, not listed)
+                    nv = 0
+                    for i in range(child_start[x], child_start[x + 1]):
+                        ch = children[i]
+                        b = node_byte[ch]
+                        c = gt[byte_class + b]
+                        if (
+                            lex_next(lex, s, c) >= 0
+                            or (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1 == 0
+                            or _all_allowed(rk, rank_at[ch], rank_at[subtree_end[ch]])
+                        ):
+                            continue
+                        dup = False
+                        for j in range(nv):
+                            if frames[level, F_V + j] == c:
+                                dup = True
+                                break
+                        if dup:
+                            continue
+                        if nv == F_NV_MAX:
+                            nv = -1
+                            break
+                        frames[level, F_V + nv] = c
+                        nv += 1
+                    frames[level, F_NV] = nv
+                    if nv != 0:
                         frames[level, F_X] = x
                         frames[level, F_IDX] = S[fk + 1, S_L]
                         suspended = True
