@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import threading
 import warnings
 from typing import Any
 
@@ -27,6 +28,8 @@ from .tables import Tables, build_tables
 from .thread_scratch import per_thread
 from .token_caches import TokenCaches
 from .vocabulary import SPECIAL, Vocabulary
+from .walk_cache import DEFAULT_MAX_BYTES as WALK_CACHE_MAX_BYTES
+from .walk_cache import WalkCache
 
 _DENSE_FRACTION = 1 / 16  # cache a state's tokens as a bitmask when more than V/16 stay alive
 _SIGNATURE_STATES = 160  # share a state's cache only if its description is this small
@@ -75,6 +78,9 @@ class CompiledGrammar:
         # masks need none (their lexer states' caches come from the shared store)
         self._subtrees: SubtreeMemo | None = None
         self.mask_cache = MaskCache(self.words)  # masks by parse state, across matchers
+        # what lexemes find below trie nodes, per thread (walk_cache.py); its budget
+        self._walk_caches = threading.local()
+        self.walk_cache_max_bytes = WALK_CACHE_MAX_BYTES
         self.chart_rows = [0, 0, 0]  # rows new matchers' charts start with (chart.py)
         self.budgets: TokenBudgets | None = None  # lexemes of at most so many tokens
         if grammar.token_budgets:
@@ -91,6 +97,14 @@ class CompiledGrammar:
     def matcher(self) -> Matcher:
         """A new matcher at the start of the grammar."""
         return Matcher(self)
+
+    def walk_cache(self) -> WalkCache:
+        """The calling thread's walk cache of this grammar (``walk_cache.py``), made on
+        first use with a budget of ``walk_cache_max_bytes`` (0: off)."""
+        wc: WalkCache | None = getattr(self._walk_caches, "cache", None)
+        if wc is None:
+            wc = self._walk_caches.cache = WalkCache(self.walk_cache_max_bytes)
+        return wc
 
     # -- token caches of lexer states -------------------------------------------------------
     def ensure_cached(self, states: Any) -> None:

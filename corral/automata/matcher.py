@@ -139,6 +139,7 @@ class Matcher:
         chart = self.chart
         trie = c.vocab.trie.kernel_arrays  # kernels.layout.TrieArrays
         sc = fill_scratch(c.vocab.trie.max_depth + 2, c.rank_words)
+        wc = c.walk_cache()
         ctx = chart.ctx
         grown = False  # past _KEEP_MEMO: this mask's memo, given back when it is done
         try:
@@ -146,9 +147,10 @@ class Matcher:
                 ctx[C_SCRATCH2] = sc.generation  # memo entries of earlier calls go stale
                 st = chart.run(
                     mask.fill_mask, top, *trie, *c.caches.snapshot(), c.eos_ids,
-                    sc.states, sc.frames, sc.memo, sc.rk, dst,
+                    sc.states, sc.frames, sc.memo, sc.rk, *wc.kernel_arrays(), dst,
                 )  # fmt: skip
                 sc.generation = ctx.item(C_SCRATCH2)
+                wc.grow_if_full()
                 if st == 0:
                     return
                 if st > 0:  # a lexer state without a token cache yet

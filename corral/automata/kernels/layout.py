@@ -97,11 +97,32 @@ MEMO_COLS = 3
 # from; cached completion (state, version, alive); the state in which the previous lexeme
 # ended at the anchor (a child continuing that lexeme is not a place where it ends); the
 # byte classes of the anchor's children where a nested lexeme may start, as a count and
-# a list (count -1: more than F_NV_MAX of them, not listed)
+# a list (count -1: more than F_NV_MAX of them, not listed); whether the walk of the
+# current subtree is yet to start (1: look it up in the walk cache first); where the walk
+# reads the current subtree's lexeme ends from a walk-cache entry, the cursor and end of
+# its end pairs in the cache's store (cursor -1: the walk follows the trie instead)
 F_G, F_XS, F_FB, F_FBE, F_MODE, F_X, F_END, F_IDX = 0, 1, 2, 3, 4, 5, 6, 7
-F_VER, F_CG, F_CV, F_CA, F_PS, F_NV, F_V = 8, 9, 10, 11, 12, 13, 14
+F_VER, F_CG, F_CV, F_CA, F_PS, F_NEW, F_EC, F_ECE = 8, 9, 10, 11, 12, 13, 14, 15
+F_NV, F_V = 16, 17
 F_NV_MAX = 32
 FRAME_COLS = F_V + F_NV_MAX
+# walk cache (automata/walk_cache.py) of one grammar on one thread: control slots
+# (int64 [WC_CTL_LEN]): entries, store used, table slots used, grow wanted, hits, builds
+WC_ENTRIES, WC_USED, WC_SLOTS, WC_GROW, WC_HITS, WC_BUILDS = 0, 1, 2, 3, 4, 5
+WC_CTL_LEN = 6
+WG_TABLE, WG_ENTRIES, WG_STORE = 1, 2, 4  # bits of ctl[WC_GROW]: which array was full
+WC_HASH = 0x1E3779B97F4A7C15  # slot of key: (key * WC_HASH, wrapping) >> 32, masked
+# entry of a pair whose walk is too small to be worth an entry (or a lookup): below nodes
+# with fewer than WC_MIN_NODES nodes, or where the lexeme lives through fewer
+WC_CHEAP = -3
+WC_MIN_NODES = 32
+# its table (int64 [T, 2], T a power of two): key + 1 (0: empty slot), entry (-1: seen
+# once, WC_CHEAP: not worth an entry)
+WT_KEY, WT_ENTRY = 0, 1
+WC_PROBES = 16
+# its entries (int32 [E, WE_COLS]): first dead pair and count, first end pair and count
+WE_DEAD, WE_NDEAD, WE_ENDS, WE_NENDS = 0, 1, 2, 3
+WE_COLS = 4
 # subtree memo control slots (int64 [4]): entries, store used, grow wanted, hits
 SM_ENTRIES, SM_USED, SM_GROW, SM_HITS = 0, 1, 2, 3
 SM_CTL_LEN = 4

@@ -45,12 +45,15 @@ from .layout import (
     F_CA,
     F_CG,
     F_CV,
+    F_EC,
+    F_ECE,
     F_END,
     F_FB,
     F_FBE,
     F_G,
     F_IDX,
     F_MODE,
+    F_NEW,
     F_NV,
     F_NV_MAX,
     F_PS,
@@ -94,6 +97,25 @@ from .layout import (
     SM_GROW,
     SM_HITS,
     SM_USED,
+    WC_BUILDS,
+    WC_CHEAP,
+    WC_ENTRIES,
+    WC_GROW,
+    WC_HASH,
+    WC_HITS,
+    WC_MIN_NODES,
+    WC_PROBES,
+    WC_SLOTS,
+    WC_USED,
+    WE_DEAD,
+    WE_ENDS,
+    WE_NDEAD,
+    WE_NENDS,
+    WG_ENTRIES,
+    WG_STORE,
+    WG_TABLE,
+    WT_ENTRY,
+    WT_KEY,
     SubtreeMemoArrays,
     TrieArrays,
     TrieRuns,
@@ -764,11 +786,116 @@ def _all_allowed(rk, lo, hi):  # type: ignore[no-untyped-def]
 
 
 @kernel(nogil=True)
+def _wc_build(  # type: ignore[no-untyped-def]
+    gt, lex, node_byte, depth, subtree_end, rank_at, follow, entries, store, ctl, ch, g, n_depth
+):
+    """Walk the subtree of trie node ``ch`` with the lexeme in state ``g`` before ``ch``'s
+    byte, and store what it finds as a walk-cache entry (``automata/walk_cache.py``):
+    the dead subtrees' rank ranges, then the end pairs ``(node, state)`` where the lexeme
+    accepts and a child's byte is one it cannot read and one that may follow its
+    terminal. Returns the entry; ``WC_CHEAP`` if the lexeme lives through fewer than
+    ``WC_MIN_NODES`` nodes (walking them costs less than reading an entry; nothing is
+    kept); or -1 when the entries or the store are full (the bit of the full one is set
+    in ``ctl[WC_GROW]``; nothing is kept). ``n_depth``: the trie's depth + 2."""
+    byte_class = gt[H_BYTE_CLASS]
+    lex_accept = gt[H_LEX_ACCEPT]
+    t = gt[gt[H_LEX_TERM] + g]
+    trap = gt[H_TRAP]
+    n_ent = ctl[WC_ENTRIES]
+    if n_ent >= entries.shape[0]:
+        ctl[WC_GROW] |= WG_ENTRIES
+        return -1
+    cap = store.shape[0]
+    used = ctl[WC_USED]
+    dead0 = used
+    n_d = 0
+    ends = np.empty(64, np.int32)
+    n_e = 0
+    st = np.empty(n_depth, np.int32)
+    st[depth[ch] - 1] = g
+    x = ch
+    end = subtree_end[ch]
+    n_live = 0
+    while x < end:
+        sub = subtree_end[x]
+        s = lex_next(lex, st[depth[x] - 1], gt[byte_class + node_byte[x]])
+        if s < 0 or s == trap:
+            lo = rank_at[x]
+            hi = rank_at[sub]
+            if lo < hi:
+                if n_d > 0 and store[used - 1] == lo:
+                    store[used - 1] = hi
+                else:
+                    if used + 2 > cap:
+                        ctl[WC_GROW] |= WG_STORE
+                        return -1
+                    store[used] = lo
+                    store[used + 1] = hi
+                    used += 2
+                    n_d += 1
+            x = sub
+            continue
+        st[depth[x]] = s
+        n_live += 1
+        if gt[lex_accept + s] != 0 and sub > x + 1:
+            c = x + 1
+            while c < sub:
+                b = node_byte[c]
+                if (
+                    lex_next(lex, s, gt[byte_class + b]) < 0
+                    and (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1
+                ):
+                    if 2 * n_e + 2 > ends.shape[0]:
+                        grown = np.empty(2 * ends.shape[0], np.int32)
+                        grown[: 2 * n_e] = ends[: 2 * n_e]
+                        ends = grown
+                    ends[2 * n_e] = x
+                    ends[2 * n_e + 1] = s
+                    n_e += 1
+                    break
+                c = subtree_end[c]
+        x += 1
+    if n_live < WC_MIN_NODES:
+        return WC_CHEAP
+    if used + 2 * n_e > cap:
+        ctl[WC_GROW] |= WG_STORE
+        return -1
+    ends0 = used
+    for i in range(2 * n_e):
+        store[used + i] = ends[i]
+    used += 2 * n_e
+    entries[n_ent, WE_DEAD] = dead0
+    entries[n_ent, WE_NDEAD] = n_d
+    entries[n_ent, WE_ENDS] = ends0
+    entries[n_ent, WE_NENDS] = n_e
+    ctl[WC_ENTRIES] = n_ent + 1
+    ctl[WC_USED] = used
+    ctl[WC_BUILDS] += 1
+    return n_ent
+
+
+@kernel(nogil=True)
+def rehash_walk_table(old, table):  # type: ignore[no-untyped-def]
+    """Move the taken slots of walk-cache table ``old`` into the empty ``table`` (both
+    ``int64 [T, 2]``, ``T`` a power of two), probing as ``_walk_below`` does."""
+    n = table.shape[0]
+    for i in range(old.shape[0]):
+        k1 = old[i, WT_KEY]
+        if k1 == 0:
+            continue
+        slot = (((k1 - 1) * WC_HASH) >> 32) & (n - 1)
+        while table[slot, WT_KEY] != 0:
+            slot = (slot + 1) & (n - 1)
+        table[slot, WT_KEY] = k1
+        table[slot, WT_ENTRY] = old[i, WT_ENTRY]
+
+
+@kernel(nogil=True)
 def _walk_below(  # type: ignore[no-untyped-def]
     gt, lex, P, L, S, stamp, sorig, ctx, k, ends, es,
     node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids,
     rank_at,
-    states, frames, memo, rk,
+    states, frames, memo, rk, wc_table, wc_entries, wc_store, wc_ctl,
     out,
 ):  # fmt: skip
     """Mark the tokens below the end edges of block ``es`` of ``ends`` whose bytes from the
@@ -853,6 +980,8 @@ def _walk_below(  # type: ignore[no-untyped-def]
         frames[0, F_X] = ch0
         frames[0, F_END] = subtree_end[ch0]
         frames[0, F_IDX] = -1
+        frames[0, F_NEW] = 1
+        frames[0, F_EC] = -1
         states[0, depth[x0]] = g0
         while level >= 0:
             fk = k + level
@@ -925,9 +1054,13 @@ def _walk_below(  # type: ignore[no-untyped-def]
                     frames[level, F_X] = 0
                     frames[level, F_END] = 0
                     frames[level, F_IDX] = -1
+                    frames[level, F_NEW] = 0
+                    frames[level, F_EC] = -1
                 else:
                     frames[level, F_IDX] = -1
-                    frames[level, F_X] += 1  # resume the walk after node F_X
+                    if frames[level, F_EC] < 0:
+                        frames[level, F_X] += 1  # resume the walk after node F_X
+                    # (from a walk-cache entry, F_EC is at the next end pair already)
                 continue
             fg = frames[level, F_G]
             if frames[level, F_X] >= frames[level, F_END]:
@@ -968,88 +1101,179 @@ def _walk_below(  # type: ignore[no-untyped-def]
                 if ch >= 0:
                     frames[level, F_X] = ch
                     frames[level, F_END] = subtree_end[ch]
+                    frames[level, F_NEW] = 1
                     states[level, depth[xs]] = fg
                 continue
             t = gt[lex_term + fg]
+            if frames[level, F_NEW] != 0:
+                # a subtree walk about to start at node F_X: take it from the walk cache
+                # if the (node, lexer state) pair is stored, else record or store it
+                frames[level, F_NEW] = 0
+                ch = frames[level, F_X]
+                lo = rank_at[ch]
+                hi_all = rank_at[subtree_end[ch]]
+                e = -2
+                if subtree_end[ch] - ch < WC_MIN_NODES:
+                    pass  # a small subtree: walking it costs less than a lookup
+                elif not _all_allowed(rk, lo, hi_all):
+                    key = (np.int64(ch) << 32) | fg
+                    n_slots = wc_table.shape[0]
+                    slot = ((key * WC_HASH) >> 32) & (n_slots - 1)
+                    found = False
+                    for _ in range(WC_PROBES):
+                        k1 = wc_table[slot, WT_KEY]
+                        if k1 == key + 1:
+                            e = wc_table[slot, WT_ENTRY]
+                            found = True
+                            break
+                        if k1 == 0:
+                            if 2 * (wc_ctl[WC_SLOTS] + 1) <= n_slots:
+                                wc_table[slot, WT_KEY] = key + 1
+                                wc_table[slot, WT_ENTRY] = -1
+                                wc_ctl[WC_SLOTS] += 1
+                            else:
+                                wc_ctl[WC_GROW] |= WG_TABLE
+                            found = True
+                            break
+                        slot = (slot + 1) & (n_slots - 1)
+                    if not found:
+                        wc_ctl[WC_GROW] |= WG_TABLE
+                    if e == -1:  # seen once before: store it now
+                        e = _wc_build(
+                            gt, lex, node_byte, depth, subtree_end, rank_at, follow,
+                            wc_entries, wc_store, wc_ctl, ch, fg, states.shape[1],
+                        )  # fmt: skip
+                        if e >= 0 or e == WC_CHEAP:
+                            wc_table[slot, WT_ENTRY] = e
+                    if e >= 0:
+                        # mark the tokens the lexeme lives through: the subtree's ranks
+                        # but the dead ranges; then visit only the end pairs
+                        wc_ctl[WC_HITS] += 1
+                        a = wc_entries[e, WE_DEAD]
+                        n_d = wc_entries[e, WE_NDEAD]
+                        for i in range(n_d + 1):
+                            hi = wc_store[a + 2 * i] if i < n_d else hi_all
+                            r = lo
+                            while r < hi:
+                                wd = r >> 5
+                                full = (r & 31) == 0 and r + 32 <= hi
+                                if full and rk[wd] == np.uint32(0xFFFFFFFF):
+                                    r += 32
+                                    continue
+                                m = np.uint32(1 << (r & 31))
+                                if rk[wd] & m == 0:
+                                    rk[wd] |= m
+                                    tid = token_ids[r]
+                                    out[tid >> 5] |= np.uint32(1 << (tid & 31))
+                                r += 1
+                            if i < n_d:
+                                lo = wc_store[a + 2 * i + 1]
+                        frames[level, F_EC] = wc_entries[e, WE_ENDS]
+                        frames[level, F_ECE] = wc_entries[e, WE_ENDS] + 2 * wc_entries[e, WE_NENDS]
+                else:
+                    frames[level, F_X] = frames[level, F_END]  # nothing new below
             x = frames[level, F_X]
             end = frames[level, F_END]
+            ec = frames[level, F_EC]
+            ece = frames[level, F_ECE]
             suspended = False
-            while x < end:
-                sub = subtree_end[x]
-                if _all_allowed(rk, rank_at[x], rank_at[sub]):
-                    x = sub  # nothing new to find below
-                    continue
-                d = depth[x]
-                s = lex_next(lex, states[level, d - 1], gt[byte_class + node_byte[x]])
-                if s < 0 or s == trap:
-                    x = sub
-                    continue
-                states[level, d] = s
-                _mark(out, rk, token_ids, tok_start, tok_count, x)
-                # can the lexeme end here, before a child whose byte it cannot read and
-                # which may follow terminal t?
-                ends_here = False
-                if gt[lex_accept + s] != 0 and sub > x + 1:
-                    ch = x + 1
-                    while ch < sub:
-                        b = node_byte[ch]
-                        if (
-                            lex_next(lex, s, gt[byte_class + b]) < 0
-                            and (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1
-                        ):
-                            ends_here = True
-                            break
-                        ch = subtree_end[ch]
-                if ends_here:
-                    # completion of `fg` from set fk, at fk+1: reuse while still valid
-                    if frames[level, F_CG] != fg or frames[level, F_CV] != frames[level, F_VER]:
-                        r = complete_state(gt, lex, P, L, S, stamp, sorig, ctx, fk + 1, fg)
-                        if r < 0:
-                            return r
-                        ctx[C_VERSION] += 1
-                        frames[level + 1, F_VER] = ctx[C_VERSION]
-                        frames[level, F_CG] = fg
-                        frames[level, F_CV] = frames[level, F_VER]
-                        frames[level, F_CA] = 1 if r > 0 else 0
-                    if frames[level, F_CA] == 0:
+            while True:
+                if ec >= 0:
+                    # from a walk-cache entry: the next end pair
+                    if ec >= ece:
+                        break
+                    x = wc_store[ec]
+                    s = wc_store[ec + 1]
+                    ec += 2
+                    if _all_allowed(rk, rank_at[x], rank_at[subtree_end[x]]):
+                        continue
+                    states[level, depth[x]] = s
+                else:
+                    if x >= end:
+                        break
+                    sub = subtree_end[x]
+                    if _all_allowed(rk, rank_at[x], rank_at[sub]):
+                        x = sub  # nothing new to find below
+                        continue
+                    d = depth[x]
+                    s = lex_next(lex, states[level, d - 1], gt[byte_class + node_byte[x]])
+                    if s < 0 or s == trap:
+                        x = sub
+                        continue
+                    states[level, d] = s
+                    _mark(out, rk, token_ids, tok_start, tok_count, x)
+                    # can the lexeme end here, before a child whose byte it cannot read
+                    # and which may follow terminal t?
+                    ends_here = False
+                    if gt[lex_accept + s] != 0 and sub > x + 1:
+                        ch = x + 1
+                        while ch < sub:
+                            b = node_byte[ch]
+                            if (
+                                lex_next(lex, s, gt[byte_class + b]) < 0
+                                and (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1
+                            ):
+                                ends_here = True
+                                break
+                            ch = subtree_end[ch]
+                    if not ends_here:
                         x += 1
                         continue
-                    # list in the frame (F_NV, F_V) the byte classes of x's children where
-                    # the lexeme ends (it cannot read the byte, which may follow t) and
-                    # below which some token is not allowed yet: where a nested lexeme
-                    # may start (F_NV -1: more than F_NV_MAX of them, not listed)
-                    nv = 0
-                    for i in range(child_start[x], child_start[x + 1]):
-                        ch = children[i]
-                        b = node_byte[ch]
-                        c = gt[byte_class + b]
-                        if (
-                            lex_next(lex, s, c) >= 0
-                            or (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1 == 0
-                            or _all_allowed(rk, rank_at[ch], rank_at[subtree_end[ch]])
-                        ):
-                            continue
-                        dup = False
-                        for j in range(nv):
-                            if frames[level, F_V + j] == c:
-                                dup = True
-                                break
-                        if dup:
-                            continue
-                        if nv == F_NV_MAX:
-                            nv = -1
+                # the lexeme can end at node x, in state s
+                # completion of `fg` from set fk, at fk+1: reuse while still valid
+                if frames[level, F_CG] != fg or frames[level, F_CV] != frames[level, F_VER]:
+                    r = complete_state(gt, lex, P, L, S, stamp, sorig, ctx, fk + 1, fg)
+                    if r < 0:
+                        return r
+                    ctx[C_VERSION] += 1
+                    frames[level + 1, F_VER] = ctx[C_VERSION]
+                    frames[level, F_CG] = fg
+                    frames[level, F_CV] = frames[level, F_VER]
+                    frames[level, F_CA] = 1 if r > 0 else 0
+                if frames[level, F_CA] == 0:
+                    if ec < 0:
+                        x += 1
+                    continue
+                # list in the frame (F_NV, F_V) the byte classes of x's children where
+                # the lexeme ends (it cannot read the byte, which may follow t) and
+                # below which some token is not allowed yet: where a nested lexeme
+                # may start (F_NV -1: more than F_NV_MAX of them, not listed)
+                nv = 0
+                for i in range(child_start[x], child_start[x + 1]):
+                    ch = children[i]
+                    b = node_byte[ch]
+                    c = gt[byte_class + b]
+                    if (
+                        lex_next(lex, s, c) >= 0
+                        or (follow[t * 8 + (b >> 5)] >> (b & 31)) & 1 == 0
+                        or _all_allowed(rk, rank_at[ch], rank_at[subtree_end[ch]])
+                    ):
+                        continue
+                    dup = False
+                    for j in range(nv):
+                        if frames[level, F_V + j] == c:
+                            dup = True
                             break
-                        frames[level, F_V + nv] = c
-                        nv += 1
-                    frames[level, F_NV] = nv
-                    if nv != 0:
-                        frames[level, F_X] = x
-                        frames[level, F_IDX] = S[fk + 1, S_L]
-                        suspended = True
+                    if dup:
+                        continue
+                    if nv == F_NV_MAX:
+                        nv = -1
                         break
-                x += 1
+                    frames[level, F_V + nv] = c
+                    nv += 1
+                frames[level, F_NV] = nv
+                if nv != 0:
+                    frames[level, F_X] = x
+                    frames[level, F_IDX] = S[fk + 1, S_L]
+                    if ec >= 0:
+                        frames[level, F_EC] = ec
+                    suspended = True
+                    break
+                if ec < 0:
+                    x += 1
             if not suspended:
                 frames[level, F_X] = end
+                frames[level, F_EC] = -1
     return 1
 
 
@@ -1060,7 +1284,7 @@ def fill_mask(  # type: ignore[no-untyped-def]
     rank_at,
     cmeta, acc_dense, acc_rank, acc_sparse, ends,
     eos_ids,
-    states, frames, memo, rk,
+    states, frames, memo, rk, wc_table, wc_entries, wc_store, wc_ctl,
     out,
 ):  # fmt: skip
     """Write the allowed-token mask after the input (top set ``n_sets-1``) into ``out``.
@@ -1071,7 +1295,9 @@ def fill_mask(  # type: ignore[no-untyped-def]
     id and rank space, sparse ranks, end blocks), ``eos_ids`` (``int32 [k]``) and the
     matcher's scratch: ``states`` (``int32 [max_depth+2, max_depth+2]``), ``frames``
     (``int64 [max_depth+2, FRAME_COLS]``), ``memo`` (``int64 [2^k, MEMO_COLS]``), ``rk``
-    (``uint32 [RW]``, the mask in rank space). These are arguments, not tuples, because
+    (``uint32 [RW]``, the mask in rank space), then the calling thread's walk cache of
+    this grammar (``WalkCache.kernel_arrays``, ``automata/walk_cache.py``; the caller grows
+    its arrays afterwards if the kernel found them full). These are arguments, not tuples, because
     this kernel runs at every token and a tuple argument cost about 10 ns more per array
     than the same array passed alone. Returns 0 on success, ``g + 1`` if lexer
     state ``g`` has no cache yet (nothing written; the caller builds it and calls again), or
@@ -1160,7 +1386,7 @@ def fill_mask(  # type: ignore[no-untyped-def]
             gt, lex, P, L, S, stamp, sorig, ctx, k, ends, cmeta[g, M_ENDS],
             node_byte, depth, subtree_end, child_start, children, tok_start, tok_count,
             token_ids, rank_at,
-            states, frames, memo, rk,
+            states, frames, memo, rk, wc_table, wc_entries, wc_store, wc_ctl,
             out,
         )  # fmt: skip
         if r < 0:
