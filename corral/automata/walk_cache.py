@@ -19,9 +19,13 @@ enters it and stores the entry the second time, so pairs seen once (most of a JS
 document's) cost one table slot and no store.
 
 One cache belongs to one compiled grammar on one thread (a mask runs to its end before
-the next on the same thread; no lock). Its arrays grow when a walk reports them full (a
-flag the kernel sets), doubling up to ``max_bytes``; past that, walks stop recording and
-storing, and stored entries stay in use. An entry is exact whatever the parse: it is
+the next on the same thread; no lock). Nothing is allocated until a walk first records
+a pair (8.7 KB then); the arrays grow when a walk reports them full (a flag the kernel
+sets), doubling up to ``max_bytes``; past that, walks stop recording and storing, and
+stored entries stay in use. Small walks are not worth an entry, nor a lookup, which
+probes a table rarely in the CPU cache: subtrees of fewer than ``WC_MIN_NODES`` (32)
+nodes are walked node by node, and a pair whose lexeme lives through fewer is marked
+``WC_CHEAP`` and walked node by node after that. An entry is exact whatever the parse: it is
 the trie walk of one DFA, which no mask changes.
 """
 
@@ -42,9 +46,9 @@ from .kernels.layout import (
     WG_TABLE,
 )
 
-_START_SLOTS = 1 << 12  # table slots (16 bytes each) first allocated
-_START_ENTRIES = 256  # entries (16 bytes each) first allocated
-_START_STORE = 1 << 14  # int32 slots of the pairs first allocated
+_START_SLOTS = 1 << 8  # table slots (16 bytes each) allocated when a walk first records
+_START_ENTRIES = 32  # entries (16 bytes each) allocated when a walk first stores
+_START_STORE = 1 << 10  # int32 slots of the pairs, the same
 FIRST_ARRAYS_BYTES = _START_SLOTS * 16 + _START_ENTRIES * 16 + _START_STORE * 4
 DEFAULT_MAX_BYTES = 32 << 20  # per grammar and thread (below FIRST_ARRAYS_BYTES: off)
 
@@ -64,12 +68,14 @@ class WalkCache:
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
-        on = max_bytes >= FIRST_ARRAYS_BYTES
-        self.table = np.zeros((_START_SLOTS if on else 1, 2), np.int64)
-        self.entries = np.zeros((_START_ENTRIES if on else 0, WE_COLS), np.int32)
-        self.store = np.zeros(_START_STORE if on else 0, np.int32)
+        # nothing allocated yet: a one-slot table has no room for a first key, so the
+        # first walk that would record one asks for the arrays (most JSON Schemas'
+        # masks never do: their subtrees below lexeme ends are small)
+        self.table = np.zeros((1, 2), np.int64)
+        self.entries = np.zeros((0, WE_COLS), np.int32)
+        self.store = np.zeros(0, np.int32)
         self.ctl = np.zeros(WC_CTL_LEN, np.int64)
-        if not on:  # off: one taken slot that no key matches; nothing is stored
+        if max_bytes < FIRST_ARRAYS_BYTES:  # off: a taken slot that no key matches
             self.table[0, 0] = -1
             self.ctl[WC_SLOTS] = 1
 
@@ -97,16 +103,19 @@ class WalkCache:
         self.ctl[WC_GROW] = 0
         if self.max_bytes < FIRST_ARRAYS_BYTES:
             return
-        if full & WG_TABLE and self._fits(self.table.nbytes):
-            self._rehash(2 * self.table.shape[0])
-        if full & WG_ENTRIES and self._fits(self.entries.nbytes):
+        size = max(2 * self.table.shape[0], _START_SLOTS)
+        if full & WG_TABLE and self._fits(16 * size - self.table.nbytes):
+            self._rehash(size)
+        size = max(2 * self.entries.shape[0], _START_ENTRIES)
+        if full & WG_ENTRIES and self._fits(16 * size - self.entries.nbytes):
             n_ent = int(self.ctl[WC_ENTRIES])
-            grown = np.zeros((2 * self.entries.shape[0], WE_COLS), np.int32)
+            grown = np.zeros((size, WE_COLS), np.int32)
             grown[:n_ent] = self.entries[:n_ent]
             self.entries = grown
-        if full & WG_STORE and self._fits(self.store.nbytes):
+        size = max(2 * self.store.shape[0], _START_STORE)
+        if full & WG_STORE and self._fits(4 * size - self.store.nbytes):
             used = int(self.ctl[WC_USED])
-            grown_store = np.zeros(2 * self.store.shape[0], np.int32)
+            grown_store = np.zeros(size, np.int32)
             grown_store[:used] = self.store[:used]
             self.store = grown_store
 
