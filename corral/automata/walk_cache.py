@@ -103,9 +103,8 @@ class WalkCache:
         self.ctl[WC_GROW] = 0
         if self.max_bytes < FIRST_ARRAYS_BYTES:
             return
-        size = max(2 * self.table.shape[0], _START_SLOTS)
-        if full & WG_TABLE and self._fits(16 * size - self.table.nbytes):
-            self._rehash(size)
+        if full & WG_TABLE:
+            self.grow_table()
         size = max(2 * self.entries.shape[0], _START_ENTRIES)
         if full & WG_ENTRIES and self._fits(16 * size - self.entries.nbytes):
             n_ent = int(self.ctl[WC_ENTRIES])
@@ -118,6 +117,13 @@ class WalkCache:
             grown_store = np.zeros(size, np.int32)
             grown_store[:used] = self.store[:used]
             self.store = grown_store
+
+    def grow_table(self) -> None:
+        """Double the table (to 256 slots at least), moving its slots, within
+        ``max_bytes``."""
+        size = max(2 * self.table.shape[0], _START_SLOTS)
+        if self.max_bytes >= FIRST_ARRAYS_BYTES and self._fits(16 * size - self.table.nbytes):
+            self._rehash(size)
 
     def _fits(self, more: int) -> bool:
         return self.nbytes + more <= self.max_bytes
