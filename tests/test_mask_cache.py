@@ -11,10 +11,10 @@ import pytest
 from conftest import grammar_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.masks import allowed
 from support.tokenizers import load_tokenizer, load_vocab
 
 import corral
-from corral import allocate_bitmask, bitmask_to_bool
 from corral.automata.mask_cache import MaskCache, held_bytes
 
 # Words made of several lexemes (``helloWorld`` is RULE ``hello`` then TOKEN ``World``):
@@ -68,12 +68,6 @@ def pairs(request):  # type: ignore[no-untyped-def]
     return out
 
 
-def _allowed(m: corral.Matcher) -> np.ndarray:
-    bm = allocate_bitmask(1, m.vocab_size)
-    m.fill_bitmask(bm, 0)
-    return bitmask_to_bool(bm, m.vocab_size)[0]
-
-
 @settings(max_examples=12, deadline=None)
 @given(spec=st.sampled_from(sorted(SPECS)), seed=st.integers(0, 2**32 - 1))
 def test_cached_masks_equal_computed_masks(pairs, spec, seed) -> None:  # type: ignore[no-untyped-def]
@@ -82,7 +76,7 @@ def test_cached_masks_equal_computed_masks(pairs, spec, seed) -> None:  # type: 
     a, b = cached.matcher(), uncached.matcher()
     eos = set(cached.vocab.eos_token_ids)
     for _ in range(40):
-        got, want = _allowed(a), _allowed(b)
+        got, want = allowed(a), allowed(b)
         assert np.array_equal(got, want)
         choices = [t for t in np.flatnonzero(want).tolist() if t not in eos]
         if not choices:
@@ -101,12 +95,12 @@ def test_walks_reuse_stored_masks(pairs) -> None:  # type: ignore[no-untyped-def
     for _ in range(3):
         m = cached.matcher()
         for t in ids:
-            _allowed(m)
+            allowed(m)
             m.consume(t)
     before = cached.mask_cache.hits
     m = cached.matcher()
     for t in ids:
-        _allowed(m)
+        allowed(m)
         m.consume(t)
     assert cached.mask_cache.hits - before == len(ids)
 
@@ -126,7 +120,7 @@ def test_final_check_decides_eos_on_a_cached_mask(first: str) -> None:
     for text in (first, second):
         m = g.matcher()
         m.consume_tokens(tok.encode(text, add_special_tokens=False))
-        seen.append(bool(_allowed(m)[eos]))
+        seen.append(bool(allowed(m)[eos]))
     assert g.mask_cache.hits >= 1
     assert seen == [first == "[1,2]", second == "[1,2]"]
 
@@ -237,10 +231,10 @@ def test_matchers_interleaved_on_one_thread_share_scratch_safely() -> None:
     other = corral.compile(grammar_text("json"), vocab, cache=False).matcher()
     a, b, r = g.matcher(), g.matcher(), ref.matcher()
     for t in ids:
-        want = _allowed(r)
-        assert np.array_equal(_allowed(a), want)
-        _allowed(other)
-        assert np.array_equal(_allowed(b), want)
+        want = allowed(r)
+        assert np.array_equal(allowed(a), want)
+        allowed(other)
+        assert np.array_equal(allowed(b), want)
         for m in (a, b, r):
             m.consume(t)
 
@@ -267,7 +261,7 @@ def test_charts_of_several_grammars_share_a_threads_scratch() -> None:
         g.mask_cache.max_bytes = 0
         m = g.matcher()
         for t in docs[i]:
-            out.append(_allowed(m))
+            out.append(allowed(m))
             m.consume(t)
         out.append(bool(m.is_accepting()))
 
@@ -291,7 +285,7 @@ def test_charts_of_several_grammars_share_a_threads_scratch() -> None:
         for pos in range(lo, hi):
             for i, m in enumerate(matchers):
                 if pos < len(docs[i]):
-                    got[i].append(_allowed(m))
+                    got[i].append(allowed(m))
                     m.consume(docs[i][pos])
 
     half = max(len(d) for d in docs) // 2
@@ -337,9 +331,9 @@ def test_a_full_memo_grows_and_the_mask_stays_exact() -> None:
     m = g.matcher()
     grew = False
     for t in ids:
-        want = _allowed(m)
+        want = allowed(m)
         scratch.memo = np.zeros((4, MEMO_COLS), np.int64)
-        assert np.array_equal(_allowed(m), want)
+        assert np.array_equal(allowed(m), want)
         grew |= scratch.memo.shape[0] > 4
         m.consume(t)
     assert grew

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import grammar_text
+from support.masks import allowed
 from support.tokenizers import load_tokenizer, load_vocab
 
 import corral
@@ -21,12 +22,6 @@ from corral import (
     bitmask_to_bool,
 )
 from corral.errors import CacheWarning
-
-
-def allowed(m: corral.Matcher) -> np.ndarray:
-    bm = allocate_bitmask(1, m.vocab_size)
-    m.fill_bitmask(bm)
-    return bitmask_to_bool(bm, m.vocab_size)[0]
 
 
 @pytest.fixture(scope="module")

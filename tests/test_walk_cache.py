@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.masks import allowed
 from support.tokenizers import load_tokenizer, load_vocab
 
 import corral
-from corral import allocate_bitmask, bitmask_to_bool
 from corral.automata.kernels.layout import WC_BUILDS
 from corral.automata.walk_cache import WalkCache
 
@@ -55,12 +55,6 @@ def pairs(request):  # type: ignore[no-untyped-def]
     return out
 
 
-def _allowed(m: corral.Matcher) -> np.ndarray:
-    bm = allocate_bitmask(1, m.vocab_size)
-    m.fill_bitmask(bm, 0)
-    return bitmask_to_bool(bm, m.vocab_size)[0]
-
-
 @settings(max_examples=10, deadline=None)
 @given(spec=st.sampled_from(sorted(SPECS)), seed=st.integers(0, 2**32 - 1))
 def test_masks_from_stored_walks_equal_walked_masks(pairs, spec, seed) -> None:  # type: ignore[no-untyped-def]
@@ -69,7 +63,7 @@ def test_masks_from_stored_walks_equal_walked_masks(pairs, spec, seed) -> None: 
     a, b = cached.matcher(), plain.matcher()
     eos = set(cached.vocab.eos_token_ids)
     for _ in range(30):
-        got, want = _allowed(a), _allowed(b)
+        got, want = allowed(a), allowed(b)
         assert np.array_equal(got, want)
         choices = [t for t in np.flatnonzero(want).tolist() if t not in eos]
         if not choices:
@@ -85,7 +79,7 @@ def _replay(g: corral.CompiledGrammar, ids: list[int], times: int = 1) -> list[n
     for _ in range(times):
         m = g.matcher()
         for t in ids:
-            masks.append(_allowed(m))
+            masks.append(allowed(m))
             m.consume(t)
     return masks
 

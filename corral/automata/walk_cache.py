@@ -105,18 +105,10 @@ class WalkCache:
             return
         if full & WG_TABLE:
             self.grow_table()
-        size = max(2 * self.entries.shape[0], _START_ENTRIES)
-        if full & WG_ENTRIES and self._fits(16 * size - self.entries.nbytes):
-            n_ent = int(self.ctl[WC_ENTRIES])
-            grown = np.zeros((size, WE_COLS), np.int32)
-            grown[:n_ent] = self.entries[:n_ent]
-            self.entries = grown
-        size = max(2 * self.store.shape[0], _START_STORE)
-        if full & WG_STORE and self._fits(4 * size - self.store.nbytes):
-            used = int(self.ctl[WC_USED])
-            grown_store = np.zeros(size, np.int32)
-            grown_store[:used] = self.store[:used]
-            self.store = grown_store
+        if full & WG_ENTRIES:
+            self.entries = self._doubled(self.entries, _START_ENTRIES, int(self.ctl[WC_ENTRIES]))
+        if full & WG_STORE:
+            self.store = self._doubled(self.store, _START_STORE, int(self.ctl[WC_USED]))
 
     def grow_table(self) -> None:
         """Double the table (to 256 slots at least), moving its slots, within
@@ -124,6 +116,17 @@ class WalkCache:
         size = max(2 * self.table.shape[0], _START_SLOTS)
         if self.max_bytes >= FIRST_ARRAYS_BYTES and self._fits(16 * size - self.table.nbytes):
             self._rehash(size)
+
+    def _doubled(self, a: np.ndarray, start: int, n: int) -> np.ndarray:
+        """``a`` with twice its rows (``start`` at least) and its first ``n`` kept, or
+        ``a`` itself where that would pass ``max_bytes``."""
+        size = max(2 * a.shape[0], start)
+        row = a.itemsize * (a.shape[1] if a.ndim == 2 else 1)
+        if not self._fits((size - a.shape[0]) * row):
+            return a
+        grown = np.zeros((size, *a.shape[1:]), a.dtype)
+        grown[:n] = a[:n]
+        return grown
 
     def _fits(self, more: int) -> bool:
         return self.nbytes + more <= self.max_bytes

@@ -1143,7 +1143,7 @@ def _walk_below(  # type: ignore[no-untyped-def]
                             gt, lex, node_byte, depth, subtree_end, rank_at, follow,
                             wc_entries, wc_store, wc_ctl, ch, fg, states.shape[1],
                         )  # fmt: skip
-                        if e >= 0 or e == WC_CHEAP:
+                        if e != -1:  # an entry, or WC_CHEAP (-1: full, try again later)
                             wc_table[slot, WT_ENTRY] = e
                     if e >= 0:
                         # mark the tokens the lexeme lives through: the subtree's ranks
