@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..automata.kernels import earley
+from ..automata.kernels.borrow import borrow
 from ..automata.vocabulary import NORMAL
 from ..errors import ArgumentTypeError, InvalidArgumentError, MatcherStateError, TokenRejectedError
 from ..jit import kernel
@@ -125,6 +126,10 @@ def _walk_below(
     below ``root``); the sets built above ``top`` are scratch, the chart's own are not
     changed. Returns 0, or a capacity error after saving in ``resume[0]`` the node to go
     on from once the chart has grown (``Chart.run`` grows it and calls again)."""
+    gt, lex, P, L, S, stamp, sorig, ctx = borrow((gt, lex, P, L, S, stamp, sorig, ctx))
+    node_byte, depth, subtree_end, sets, alive, resume = borrow(
+        (node_byte, depth, subtree_end, sets, alive, resume)
+    )
     d0 = depth[root]
     sets[0] = top
     end = subtree_end[root]

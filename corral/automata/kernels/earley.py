@@ -51,6 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...jit import kernel
+from .borrow import borrow
 from .continuation import classify_set, mix, scratch_size
 from .layout import (
     C_ACC,
@@ -295,6 +296,7 @@ def _close(gt, P, L, S, stamp, sorig, ctx, k):  # type: ignore[no-untyped-def]
 def init_chart(gt, lex, P, L, S, stamp, sorig, ctx):  # type: ignore[no-untyped-def]
     """Build set 0 (before any input). Returns 1 or an error. (``lex`` is unused; it
     keeps the signature of the other chart kernels.)"""
+    gt, lex, P, L, S, stamp, sorig, ctx = borrow((gt, lex, P, L, S, stamp, sorig, ctx))
     if S.shape[0] < 2:
         return ERR_S
     S[0, S_P] = 0
@@ -348,6 +350,7 @@ def end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type
     whatever their state (the caller has read on to where that lexeme accepts).
     Returns ``k + 1``, 0 (nothing ends, or the completion leads nowhere) or an error.
     """
+    gt, lex, P, L, S, stamp, sorig, ctx = borrow((gt, lex, P, L, S, stamp, sorig, ctx))
     return _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only)
 
 
@@ -425,6 +428,7 @@ def consume_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, data, start, stop
 
     On rejection or error nothing below ``n_sets`` changes, so the caller's state is intact.
     """
+    gt, lex, P, L, S, stamp, sorig, ctx, data = borrow((gt, lex, P, L, S, stamp, sorig, ctx, data))
     k = n_sets
     for i in range(start, stop):
         st = scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, k, data[i])
@@ -437,6 +441,7 @@ def consume_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, data, start, stop
 @kernel(nogil=True)
 def allowed_bytes(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, out):  # type: ignore[no-untyped-def]
     """``out[b] = 1`` for every byte that can follow the input; returns the count (or error)."""
+    gt, lex, P, L, S, stamp, sorig, ctx, out = borrow((gt, lex, P, L, S, stamp, sorig, ctx, out))
     count = 0
     for b in range(256):
         st = scan_byte(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, b)
@@ -454,6 +459,7 @@ def consume_special(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, g):  # type: ig
     special terminal's fresh items complete. Returns the new number of sets, 0 if the token
     is not allowed here, or an error.
     """
+    gt, lex, P, L, S, stamp, sorig, ctx = borrow((gt, lex, P, L, S, stamp, sorig, ctx))
     j = n_sets - 1
     m1 = np.int64(-1)
     e = end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, np.int64(j), np.int64(n_sets), m1, m1)

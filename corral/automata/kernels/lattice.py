@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...jit import kernel
+from .borrow import borrow
 from .earley import (
     _add_l,
     _begin,
@@ -76,6 +77,9 @@ def scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     ``comp``: ``int64`` scratch, one slot per class. Returns the new number of sets, 0 if
     no byte of the gap can be read here, or an error (see ``scan_byte``).
     """
+    gt, lex, P, L, S, stamp, sorig, ctx, classes, comp = borrow(
+        (gt, lex, P, L, S, stamp, sorig, ctx, classes, comp)
+    )
     j = k - 1
     ni = gt[H_NI]
     lex_accept = gt[H_LEX_ACCEPT]
@@ -147,6 +151,9 @@ def scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     when no gap byte can be read: the top stays), or an error; never 0, since reading
     nothing is always possible.
     """
+    gt, lex, P, L, S, stamp, sorig, ctx, classes, comp = borrow(
+        (gt, lex, P, L, S, stamp, sorig, ctx, classes, comp)
+    )
     j = k - 1
     st = scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp)
     if st < 0:
@@ -181,6 +188,9 @@ def scan_ops(  # type: ignore[no-untyped-def]
     positions are classified (see ``kernels/continuation.py``): items whose origins differ
     only in where a gap's lexemes or rules started merge, which keeps the sets of a run of
     gaps from growing with its length."""
+    gt, lex, P, L, S, stamp, sorig, ctx, ops, classes, comp = borrow(
+        (gt, lex, P, L, S, stamp, sorig, ctx, ops, classes, comp)
+    )
     ctx[C_CLASSIFY] = classify
     k = _scan_ops(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_ops, classes, comp)
     ctx[C_CLASSIFY] = 0
@@ -228,6 +238,9 @@ def completable(
     accepts. Returns 1, 0 (no such continuation) or an error. Sets at ``n_sets`` and above
     are scratch: the caller's chart is unchanged. ``classify``: as in ``scan_ops``.
     """
+    gt, lex, P, L, S, stamp, sorig, ctx, ops, classes, comp = borrow(
+        (gt, lex, P, L, S, stamp, sorig, ctx, ops, classes, comp)
+    )
     ctx[C_CLASSIFY] = classify
     r = _completable(gt, lex, P, L, S, stamp, sorig, ctx, n_sets, ops, n_req, n_opt, classes, comp)
     ctx[C_CLASSIFY] = 0

@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...jit import kernel
+from .borrow import borrow
 from .earley import complete_state, end_lexemes, next_serial
 from .layout import (
     C_SCRATCH2,
@@ -195,6 +196,9 @@ def lexer_state_walk(gt, lex, trie, runs, walk_memo, subtrees, g, dead, ends):  
     a repeat keeps walks whose states never meet (a ``maxLength`` count) from paying for
     it.
     """
+    gt, lex, trie, runs, walk_memo, subtrees, dead, ends = borrow(
+        (gt, lex, trie, runs, walk_memo, subtrees, dead, ends)
+    )
     tr = TrieArrays(*trie)
     ru = TrieRuns(*runs)
     wm = WalkMemo(*walk_memo)
@@ -732,6 +736,9 @@ def dense_masks(dead, n_dead, n_tokens, token_ids, all_ids, out_ids, out_rank): 
     and ``out_ids`` in id space (``uint32``, zeroed by the caller). ``all_ids``: the id
     bitmask of every trie token. Works from the dead tokens or the alive ones, whichever
     are fewer; returns the number alive."""
+    dead, token_ids, all_ids, out_ids, out_rank = borrow(
+        (dead, token_ids, all_ids, out_ids, out_rank)
+    )
     n_dead_tok = 0
     for k in range(n_dead):
         n_dead_tok += dead[2 * k + 1] - dead[2 * k]
@@ -1303,6 +1310,16 @@ def fill_mask(  # type: ignore[no-untyped-def]
     state ``g`` has no cache yet (nothing written; the caller builds it and calls again), or
     a negative error: grow the chart, or the memo for ``ERR_MEMO``, and call again.
     """
+    gt, lex, P, L, S, stamp, sorig, ctx = borrow((gt, lex, P, L, S, stamp, sorig, ctx))
+    node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids = borrow(
+        (node_byte, depth, subtree_end, child_start, children, tok_start, tok_count, token_ids)
+    )
+    rank_at, cmeta, acc_dense, acc_rank, acc_sparse, ends, eos_ids = borrow(
+        (rank_at, cmeta, acc_dense, acc_rank, acc_sparse, ends, eos_ids)
+    )
+    states, frames, memo, rk, wc_table, wc_entries, wc_store, wc_ctl, out = borrow(
+        (states, frames, memo, rk, wc_table, wc_entries, wc_store, wc_ctl, out)
+    )
     j = n_sets - 1
     ni = gt[H_NI]
     G = gt[H_G]
