@@ -148,3 +148,27 @@ def test_lark_grammar_parser_is_built_without_validating_lark_own_terminals() ->
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     ).stdout.splitlines()
     assert out == ["True 1", "[Token('A', 'a'), Token('A', 'a')]"]
+
+
+def test_reading_other_specs_leaves_the_structural_tag_front_end_unimported() -> None:
+    """Guessing a spec's front end imports the structural-tag front end only for a spec
+    that may be a structural tag, and still recognises one as a dict and as an object."""
+    code = (
+        "import sys\n"
+        "from corral.grammar.frontends import read\n"
+        "kinds = [read('start: \"a\"').front_end, read({'type': 'object'}).front_end,\n"
+        "         read('{\"type\": \"string\"}').front_end]\n"
+        "print(kinds, 'corral.grammar.structural' in sys.modules)\n"
+        "tag = {'type': 'structural_tag', 'format': {'type': 'const_string', 'value': 'x'}}\n"
+        "print(read(tag).front_end, 'corral.grammar.structural' in sys.modules)\n"
+        "from corral.grammar.structural import read_structural_tag\n"
+        "print(read(read_structural_tag(tag)).front_end)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == [
+        "['lark', 'json-schema', 'json-schema'] False",
+        "structural-tag True",
+        "structural-tag",
+    ]
