@@ -29,7 +29,7 @@ Environment:
 - ``CORRAL_PREBUILD_DIR``: set by :func:`prebuild` for its subprocess (build mode).
 
 This module imports nothing from the rest of the package but ``jit_load.py`` (how an
-entry is loaded).
+entry is loaded) and ``jit_runtime.py`` (Numba's runtime library, kept as object code).
 """
 
 from __future__ import annotations
@@ -133,10 +133,11 @@ def _ready_to_load(target_context: Any) -> None:
     symbols of their cached object code are Python's C API, the runtime's ``NRT_*``, Numba's
     ``numba_*`` helpers and the C library), and a compile, on a cache miss or later in the
     process, refreshes the context itself. ``tests/test_warmup.py`` loads every kernel real
-    use needs in a fresh process this way."""
-    from numba.core.runtime import rtsys
+    use needs in a fresh process this way. The runtime's own library is loaded from
+    object code kept by an earlier process where it can be (``jit_runtime.py``)."""
+    from .jit_runtime import initialize
 
-    rtsys.initialize(target_context)
+    initialize(target_context)
 
 
 @functools.lru_cache(maxsize=1)

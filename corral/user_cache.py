@@ -1,8 +1,9 @@
 """corral's folder in the user's cache directory.
 
 ``$CORRAL_CACHE_DIR``, else ``$XDG_CACHE_HOME/corral``, else ``~/.cache/corral``. What
-lives there: the fp32 copy of the demo model (``models/``, ``integrations/models.py``)
-and the token tries of large vocabularies (``tries/``, ``automata/trie_file.py``).
+lives there: the fp32 copy of the demo model (``models/``, ``integrations/models.py``),
+the token tries of large vocabularies (``tries/``, ``automata/trie_file.py``) and the
+object code of Numba's runtime library (``runtime/``, ``jit_runtime.py``).
 
 This module imports nothing from the rest of the package.
 """
