@@ -96,3 +96,19 @@ def test_anything_but_arrays_numbers_and_tuples_is_refused() -> None:
         _not_arrays("text")
     with pytest.raises(numba.core.errors.TypingError):
         _not_arrays((np.zeros(2), "text"))
+
+
+def test_importing_the_kernels_leaves_numbas_numpy_support_unimported() -> None:
+    """``borrow`` is declared when the kernels are imported, but what its code generation
+    needs (Numba's NumPy support, 40-100 ms to import) is imported only when a kernel
+    compiles: a process that loads its kernels from a cache never needs it."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "import corral.automata\n"
+        "import corral.automata.kernels.mask\n"
+        "print('numba.np.arrayobj' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -38,9 +38,8 @@ def _make_borrow() -> Any:
 
     if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
         return _borrow_py
-    from numba.core import cgutils, types
+    from numba.core import types
     from numba.extending import intrinsic
-    from numba.np.arrayobj import make_array
 
     def borrowable(ty: Any) -> bool:
         if isinstance(ty, (types.Array, types.Number, types.Boolean)):
@@ -51,6 +50,11 @@ def _make_borrow() -> Any:
         return all(borrowable(t) for t in parts)
 
     def borrowed(context: Any, builder: Any, ty: Any, value: Any) -> Any:
+        # imported when a kernel compiles, not when one loads: loading processes do not
+        # import Numba's NumPy support (``jit_load.py``)
+        from numba.core import cgutils
+        from numba.np.arrayobj import make_array
+
         if not isinstance(ty, (types.Array, types.BaseTuple)):
             return value  # a number, unchanged
         if isinstance(ty, types.Array):
