@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
+_initialised = False  # set once Numba's runtime is up: later calls return at once
 _ABORT = "nrt_unresolved_abort"  # a function the runtime library defines, looked up by Numba
 
 
@@ -51,10 +52,14 @@ def enabled() -> bool:
 def initialize(target_context: Any) -> None:
     """Initialise Numba's runtime for ``target_context`` (as ``rtsys.initialize``), its
     library loaded from object code where a kept one fits. Safe to call repeatedly."""
+    global _initialised
+    if _initialised:
+        return
     from numba.core.runtime import nrtdynmod, rtsys
 
     if not enabled():
         rtsys.initialize(target_context)
+        _initialised = True
         return
     with _lock:
         numba_compile = nrtdynmod.compile_nrt_functions
@@ -65,6 +70,7 @@ def initialize(target_context: Any) -> None:
             rtsys.initialize(target_context)  # returns at once if initialised already
         finally:
             nrtdynmod.compile_nrt_functions = numba_compile
+        _initialised = True
 
 
 def _identity(codegen: Any, *, cpu: str | None = None) -> tuple[Any, ...]:
@@ -93,14 +99,14 @@ def _path(folder: Path, identity: tuple[Any, ...]) -> Path:
     return folder / "runtime" / f"nrt-{digest}.bin"
 
 
-def _candidates(codegen: Any) -> Iterator[tuple[Path, tuple[Any, ...]]]:
-    """The files to try, in order: the user's (this CPU), then the prebuilt (generic; its
-    folder is checked only if the user's file does not serve)."""
+def _candidates(
+    codegen: Any, user: Path, host: tuple[Any, ...]
+) -> Iterator[tuple[Path, tuple[Any, ...]]]:
+    """The files to try, in order: ``user`` (kept for this CPU, ``host``), then the
+    prebuilt one (generic; its folder is checked only if the user's file does not serve)."""
     from .jit import GENERIC_CPU, prebuilt_dir
-    from .user_cache import cache_dir
 
-    host = _identity(codegen)
-    yield _path(cache_dir(), host), host
+    yield user, host
     pre = prebuilt_dir()
     if pre is not None:
         generic = _identity(codegen, cpu=GENERIC_CPU)
@@ -146,13 +152,13 @@ def _load_or_compile(ctx: Any, *, numba_compile: Any) -> Any:
     codegen = ctx.codegen()
     identity = _identity(codegen)
     build = _build_dir()
+    # kept in the user's cache, or (building the package) in the prebuilt directory
+    keep = _path(build if build is not None else cache_dir(), identity)
     if build is None:
-        for path, stored in _candidates(codegen):
+        for path, stored in _candidates(codegen, keep, identity):
             library = _load(codegen, path, stored)
             if library is not None:
                 return library
-    # kept in the user's cache, or (building the package) in the prebuilt directory
-    keep = _path(build if build is not None else cache_dir(), identity)
     try:
         ir_mod, library = nrtdynmod.create_nrt_module(ctx)
         library.enable_object_caching()

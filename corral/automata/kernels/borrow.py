@@ -7,7 +7,7 @@ array. A function inlined into a kernel (``inline="always"``) takes its arrays a
 variables, so each call of it costs two atomic operations per array argument, and Numba
 cannot remove them around the callee's loops. The Earley chart's helpers
 (``_add_p``, ``_add_l``, ``get64``, ...) are called per chart item: in the masks of
-SynCode's Java grammar these counts were two thirds of the time.
+SynCode's Java grammar these counts were 63% of the samples under ``perf``.
 
 :func:`borrow` returns the same arrays with no meminfo. Numba's reference counting skips
 an array without one (a null check instead of an atomic operation), as it does for arrays

@@ -349,8 +349,8 @@ def end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only):  # type
     the text ends). With ``g_only >= 0``, exactly the items in lexer state ``g_only`` end,
     whatever their state (the caller has read on to where that lexeme accepts).
     Returns ``k + 1``, 0 (nothing ends, or the completion leads nowhere) or an error.
+    Called by kernels only, with their borrowed arrays.
     """
-    gt, lex, P, L, S, stamp, sorig, ctx = borrow((gt, lex, P, L, S, stamp, sorig, ctx))
     return _end_lexemes(gt, lex, P, L, S, stamp, sorig, ctx, j, k, cls, g_only)
 
 

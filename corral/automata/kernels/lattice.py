@@ -75,11 +75,9 @@ def scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     """Read one byte of any class in ``classes`` after set ``k-1`` (the top).
 
     ``comp``: ``int64`` scratch, one slot per class. Returns the new number of sets, 0 if
-    no byte of the gap can be read here, or an error (see ``scan_byte``).
+    no byte of the gap can be read here, or an error (see ``scan_byte``). Called by
+    kernels only, with their borrowed arrays.
     """
-    gt, lex, P, L, S, stamp, sorig, ctx, classes, comp = borrow(
-        (gt, lex, P, L, S, stamp, sorig, ctx, classes, comp)
-    )
     j = k - 1
     ni = gt[H_NI]
     lex_accept = gt[H_LEX_ACCEPT]
@@ -149,11 +147,8 @@ def scan_opt(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp):  # type: ig
     a byte set whose lexeme items are those of both, each kept with its origin and class,
     and which is complete where either is. Returns the new number of sets (``k`` itself
     when no gap byte can be read: the top stays), or an error; never 0, since reading
-    nothing is always possible.
+    nothing is always possible. Called by kernels only, with their borrowed arrays.
     """
-    gt, lex, P, L, S, stamp, sorig, ctx, classes, comp = borrow(
-        (gt, lex, P, L, S, stamp, sorig, ctx, classes, comp)
-    )
     j = k - 1
     st = scan_gap(gt, lex, P, L, S, stamp, sorig, ctx, k, classes, comp)
     if st < 0:

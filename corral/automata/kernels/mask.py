@@ -921,11 +921,11 @@ def _walk_below(  # type: ignore[no-untyped-def]
     scratch, as arguments (a named tuple passed to this function, which is not inlined,
     measured 2% slower on JSON masks). Returns 1, or a negative error.
 
-    The helpers of the walk's inner loops are written out here, not called: Numba
-    increments and decrements the reference count of every array an inlined function
-    takes (two atomic operations per array and call) and cannot drop the pairs around a
-    loop. Called per end point, they took a quarter of the time of the slowest masks of
-    Lark's own grammar.
+    The helpers of the walk's inner loops are written out here, not called. They were
+    written out when each call of an inlined helper cost two atomic reference-count
+    operations per array (a quarter of the time of Lark's grammar's slowest masks); the
+    arrays now arrive borrowed from :func:`fill_mask` (``kernels/borrow.py``), which
+    removes those counts, and the written-out form stays as measured.
     """
     byte_class = gt[H_BYTE_CLASS]
     lex_accept = gt[H_LEX_ACCEPT]
