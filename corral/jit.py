@@ -207,6 +207,37 @@ def _cache_class() -> type:
 _DECLARED: list[Any] = []
 
 
+def _typeof_arg(dispatcher: Any, val: Any) -> Any:
+    """The Numba type of ``val``, an argument of a call that ``dispatcher`` (a kernel) has
+    no machine code for yet: Numba's ``typeof_pyval``, with a plain NumPy array typed
+    without Numba's masked-array test.
+
+    Numba types an array argument by first asking whether it is a
+    ``numpy.ma.MaskedArray``, which imports ``numpy.ma`` (6-7 ms of CPU, measured in a
+    process's first compile) in every process, at its first kernel call. A value whose
+    type is exactly ``np.ndarray`` is no masked array, so the test is skipped for it; the
+    type is built as Numba builds it (dtype, dimensions, layout, read-only flag;
+    ``tests/test_jit_typeof.py`` checks that both agree over many arrays). Any other
+    value, a subclass of ``ndarray`` included, goes to Numba's own ``typeof_pyval``."""
+    import numpy as np
+
+    if type(val) is not np.ndarray:
+        return type(dispatcher).typeof_pyval(dispatcher, val)
+    from numba.core import errors, types
+    from numba.np import numpy_support
+
+    tp: Any
+    try:
+        dtype = numpy_support.from_dtype(val.dtype)
+    except errors.NumbaNotImplementedError:
+        tp = types.pyobject  # an unsupported dtype: Numba's typeof_pyval says the same
+    else:
+        layout = numpy_support.map_layout(val)
+        tp = types.Array(dtype, val.ndim, layout, readonly=not val.flags.writeable)
+    dispatcher._types_active_call.add(tp)
+    return tp
+
+
 def cache_counts() -> tuple[int, int]:
     """``(loaded, compiled)``: how many kernel specialisations this process has loaded from
     a cache (Numba's or the prebuilt kernels) and how many it has compiled, over the
@@ -229,6 +260,8 @@ def kernel(**options: Any) -> Callable[[F], F]:
         if not hasattr(dispatcher, "stats"):
             return dispatcher  # type: ignore[no-any-return]  # NUMBA_DISABLE_JIT: plain Python
         dispatcher._cache = _cache_class()(fn)
+        # plain arrays typed without importing numpy.ma (see _typeof_arg)
+        dispatcher.typeof_pyval = functools.partial(_typeof_arg, dispatcher)
         _DECLARED.append(dispatcher)
         return dispatcher  # type: ignore[no-any-return]
 
