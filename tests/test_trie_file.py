@@ -89,6 +89,26 @@ def test_a_stored_trie_reads_back_as_the_trie_built(
     assert [list(x) for x in masks] == [list(x) for x in want]
 
 
+def test_a_read_trie_outlives_its_file(folder: Path, tok: Any) -> None:
+    """The arrays read (mapped, on POSIX) stay what they were when the file is written
+    again or removed, and cannot be written through."""
+    built = Vocabulary.from_hf(tok).trie
+    (path,) = folder.glob("*.trie")
+    read = Vocabulary.from_hf(tok)
+    trie = read.trie
+    _assert_same(trie, built)
+    assert all(
+        not getattr(trie, f.name).flags.writeable
+        for f in dataclasses.fields(trie)
+        if isinstance(getattr(trie, f.name), np.ndarray)
+    )
+    trie_file.store(built, read.hash)  # replaced by a rename
+    path.unlink()
+    _assert_same(trie, built)
+    with pytest.raises(ValueError, match="read-only"):
+        trie.children[0] = 0
+
+
 def _header(path: Path) -> tuple[dict[str, Any], int]:
     """The file's JSON header and where the arrays start."""
     data = path.read_bytes()
