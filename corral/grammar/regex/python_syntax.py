@@ -3,7 +3,8 @@
 The pattern is parsed by Python's own regex parser (``re._parser``, ``sre_parse`` before
 3.11), so every pattern ``re`` accepts is read exactly as ``re`` reads it, flags included.
 Character classes that depend on Unicode tables or on ``re.IGNORECASE`` are computed by
-``re`` itself (see :func:`charset.python_class`).
+``re`` itself (see :func:`charset.python_class`; ``\\d``, ``\\s`` and ``\\w`` are kept on
+disk between processes, :mod:`.unicode_file`).
 
 Constructs that are not regular, or whose meaning depends on matching order rather than
 on the language, are refused with :class:`~corral.errors.UnsupportedFeatureError`:
@@ -24,9 +25,9 @@ from .charset import (
     UNIVERSE,
     CharSet,
     ascii_class,
-    python_class,
     python_class_ignorecase,
 )
+from .unicode_file import unicode_class
 
 try:  # Python 3.11+
     from re import _constants as C  # type: ignore[attr-defined]  # noqa: N812
@@ -166,12 +167,12 @@ class _Translator:
             name, negated = _CATEGORY[cat]
         except KeyError:
             raise self.unsupported(f"character category {cat}") from None
-        cs = ascii_class(name) if flags & _A else python_class(_CATEGORY_ESCAPE[name])
+        cs = ascii_class(name) if flags & _A else unicode_class(_CATEGORY_ESCAPE[name])
         return cs.complement() if negated else cs
 
     # -- zero-width assertions ---------------------------------------------------------
     def word_chars(self, flags: int) -> CharSet:
-        return ascii_class("word") if flags & _A else python_class("\\w")
+        return ascii_class("word") if flags & _A else unicode_class("\\w")
 
     def anchor(self, code: Any, flags: int) -> ast.Node:
         multiline = bool(flags & _M)

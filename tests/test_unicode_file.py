@@ -1,0 +1,129 @@
+"""Python's ``\\d``, ``\\s`` and ``\\w`` kept on disk (``grammar/regex/unicode_file.py``): the
+sets read back are those ``re`` gives, and a file that does not check out is never used."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from corral.errors import CacheWarning
+from corral.grammar.regex import unicode_file
+from corral.grammar.regex.charset import python_class
+from corral.grammar.regex.python_syntax import parse_python_regex
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """corral's cache directory in ``tmp_path``, the file turned on, nothing remembered."""
+    monkeypatch.setenv("CORRAL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CORRAL_UNICODE_CACHE", raising=False)
+    unicode_file._all_classes.cache_clear()
+    yield tmp_path / "cache" / "unicode"
+    unicode_file._all_classes.cache_clear()
+
+
+def _fresh_process(monkeypatch: pytest.MonkeyPatch, *, scan: bool) -> list[str]:
+    """Forget the sets, as a new process would; unless ``scan``, computing them fails.
+    Returns the list of classes computed from here on."""
+    unicode_file._all_classes.cache_clear()
+    computed: list[str] = []
+
+    def spy(source: str) -> object:
+        if not scan:
+            raise AssertionError(f"{source} was computed, not read")
+        computed.append(source)
+        return python_class(source)
+
+    monkeypatch.setattr(unicode_file, "python_class", spy)
+    return computed
+
+
+def test_the_sets_read_back_are_res(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = {c: unicode_file.unicode_class(c) for c in unicode_file.CLASSES}
+    assert first == {c: python_class(c) for c in unicode_file.CLASSES}
+    assert len(list(folder.glob("*.json"))) == 1
+    assert not list(folder.glob(".unicode-*"))  # no temporary file left behind
+    _fresh_process(monkeypatch, scan=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = {c: unicode_file.unicode_class(c) for c in unicode_file.CLASSES}
+    assert again == first
+    # what a pattern matches, through the parser, against re itself
+    for pattern in (r"\s", r"\w", r"\d", r"[^\W\d_]", r"\S"):
+        node = parse_python_regex(pattern)
+        rx = re.compile(pattern)
+        for cp in (0x20, 0x85, 0xA0, 0x3000, 0x0660, 0x1D7CE, 0x4E00, ord("_"), 0x10FFFF):
+            assert (cp in node.chars) == bool(rx.fullmatch(chr(cp))), (pattern, hex(cp))
+
+
+def _edit(path: Path, change: object) -> None:
+    data = json.loads(path.read_text())
+    change(data)  # type: ignore[operator]
+    path.write_text(json.dumps(data))
+
+
+def _redigest(data: dict) -> None:  # type: ignore[type-arg]
+    data["crc32"] = unicode_file._digest(data["classes"])
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda d: d["classes"]["\\s"].pop(), "checksum"),
+        (lambda d: (d["classes"]["\\w"].reverse(), _redigest(d)), "out of order"),
+        (lambda d: (d["classes"]["\\s"].append([0x10FFFF, 0x110000]), _redigest(d)), "bounds"),
+        (lambda d: d["classes"].update({"\\S": []}), "three classes"),
+        (lambda d: d["built"].update(unicode="0.0.0"), "other Unicode"),
+        (lambda d: d.update(format=0), "another format"),
+    ],
+)
+def test_a_file_that_does_not_check_out_is_not_read(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, change: object, reason: str
+) -> None:
+    want = {c: unicode_file.unicode_class(c) for c in unicode_file.CLASSES}
+    (path,) = folder.glob("*.json")
+    _edit(path, change)
+    computed = _fresh_process(monkeypatch, scan=True)
+    with pytest.warns(CacheWarning, match=reason):
+        got = {c: unicode_file.unicode_class(c) for c in unicode_file.CLASSES}
+    assert got == want and computed == list(unicode_file.CLASSES)
+    # written again: the next process reads it
+    _fresh_process(monkeypatch, scan=False)
+    assert unicode_file.unicode_class("\\s") == want["\\s"]
+
+
+def test_an_unreadable_file_is_computed_again(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unicode_file.unicode_class("\\s")
+    (path,) = folder.glob("*.json")
+    path.write_text("{not json")
+    _fresh_process(monkeypatch, scan=True)
+    with pytest.warns(CacheWarning, match="unreadable"):
+        assert unicode_file.unicode_class("\\s") == python_class("\\s")
+
+
+def test_turned_off_or_unwritable_nothing_is_kept(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CORRAL_UNICODE_CACHE", "0")
+    assert unicode_file.unicode_class("\\w") == python_class("\\w")
+    assert not folder.exists()
+    monkeypatch.delenv("CORRAL_UNICODE_CACHE")
+    unicode_file._all_classes.cache_clear()
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the folder should be")
+    monkeypatch.setenv("CORRAL_CACHE_DIR", str(blocker))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert unicode_file.unicode_class("\\d") == python_class("\\d")
+
+
+def test_only_the_three_classes() -> None:
+    with pytest.raises(ValueError, match="not one of"):
+        unicode_file.unicode_class("\\p{L}")
