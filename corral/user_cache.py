@@ -4,7 +4,8 @@
 lives there: the fp32 copy of the demo model (``models/``, ``integrations/models.py``),
 the token tries of large vocabularies (``tries/``, ``automata/trie_file.py``), the
 object code of Numba's runtime library (``runtime/``, ``jit_runtime.py``) and Python's
-Unicode classes ``\\d``, ``\\s``, ``\\w`` (``unicode/``, ``grammar/regex/unicode_file.py``).
+Unicode classes ``\\d``, ``\\s``, ``\\w`` and case-related characters (``unicode/``,
+``grammar/regex/unicode_file.py``).
 
 This module imports nothing from the rest of the package.
 """

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.grammar.regex.charset import CASED_BELOW, MAX_CODE_POINT, _case_related, python_class
+from corral.grammar.regex.charset import CASED_BELOW, MAX_CODE_POINT, case_related, python_class
 from corral.grammar.regex.python_syntax import _Translator
 
 try:  # Python 3.11+
@@ -70,7 +70,7 @@ def test_case_insensitive_sets_equal_a_scan_of_every_code_point(pattern: str) ->
 
 # code points where case matters, and some where it does not
 _INTERESTING = sorted(
-    set(_case_related()[1][::7]) | {ord(c) for c in TRICKY} | set(range(0x20, 0x80))  # type: ignore[index]
+    set(case_related().code_points[::7]) | {ord(c) for c in TRICKY} | set(range(0x20, 0x80))  # type: ignore[union-attr]
 )
 
 
@@ -96,7 +96,7 @@ def test_the_text_of_every_code_point_is_every_scalar_value_in_order() -> None:
 
 
 def test_no_cased_character_past_the_scanned_planes() -> None:
-    """``_case_related`` scans planes 0 and 1 only: every code point this Python's ``re``
+    """``case_related_points`` scans planes 0 and 1 only: every code point this Python's ``re``
     calls cased, or gives another lowercase, lies below :data:`CASED_BELOW`."""
     import _sre
 

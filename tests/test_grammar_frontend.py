@@ -157,7 +157,7 @@ def test_reading_other_specs_leaves_the_structural_tag_front_end_unimported() ->
         "import sys\n"
         "from corral.grammar.frontends import read\n"
         "kinds = [read('start: \"a\"').front_end, read({'type': 'object'}).front_end,\n"
-        "         read('{\"type\": \"string\"}').front_end]\n"
+        '         read(\'{"type": "string"}\').front_end]\n'
         "print(kinds, 'corral.grammar.structural' in sys.modules)\n"
         "tag = {'type': 'structural_tag', 'format': {'type': 'const_string', 'value': 'x'}}\n"
         "print(read(tag).front_end, 'corral.grammar.structural' in sys.modules)\n"

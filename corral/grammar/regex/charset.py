@@ -40,6 +40,18 @@ class CharSet:
         return cls((c, c) for c in cps)
 
     @classmethod
+    def of_points(cls, points: Iterable[int]) -> CharSet:
+        """The set of the code points ``points`` (any order, repeats allowed), its ranges
+        found from the sorted points in one pass."""
+        ranges: list[list[int]] = []
+        for c in sorted(points):
+            if ranges and c <= ranges[-1][1] + 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+        return cls((lo, hi) for lo, hi in ranges)
+
+    @classmethod
     def universe(cls) -> CharSet:
         return UNIVERSE
 
@@ -96,7 +108,28 @@ class CharSet:
         return CharSet(out)
 
     def difference(self, other: CharSet) -> CharSet:
-        return self.intersection(other.complement())
+        """The code points of ``self`` not in ``other``: each range of ``self`` cut by the
+        ranges of ``other`` it overlaps, found by bisection (a small set minus a large one
+        costs the small one's size, not the large one's)."""
+        b = other.ranges
+        if not self.ranges or not b:
+            return self
+        out: list[Range] = []
+        for lo, hi in self.ranges:
+            j = bisect.bisect_right(other._lows, lo) - 1
+            if j < 0 or b[j][1] < lo:
+                j += 1
+            cur = lo
+            while j < len(b) and b[j][0] <= hi:
+                if b[j][0] > cur:
+                    out.append((cur, b[j][0] - 1))
+                cur = b[j][1] + 1
+                if cur > hi:
+                    break
+                j += 1
+            if cur <= hi:
+                out.append((cur, hi))
+        return CharSet(out)
 
 
 def _normalize(ranges: Iterable[Range]) -> tuple[Range, ...]:
@@ -164,8 +197,25 @@ def python_class(source: str) -> CharSet:
     return CharSet((_index_to_cp(m.start()), _index_to_cp(m.end() - 1)) for m in pat.finditer(text))
 
 
+class CaseRelated:
+    """The characters whose case-insensitive matching in ``re`` can differ from their
+    plain matching (the cased ones, the lowercase of each, and ``re``'s case fixes), as
+    :func:`python_class_ignorecase` asks ``re`` about them: their code points in order,
+    the string of them, and their set. Compared and hashed by identity (one per
+    process)."""
+
+    __slots__ = ("chars", "code_points", "text")
+
+    def __init__(self, chars: CharSet) -> None:
+        self.chars = chars
+        self.code_points = tuple(c for lo, hi in chars.ranges for c in range(lo, hi + 1))
+        self.text = "".join(map(chr, self.code_points))
+
+
 @functools.lru_cache(maxsize=2048)
-def python_class_ignorecase(source: str, plain: CharSet) -> CharSet:
+def python_class_ignorecase(
+    source: str, plain: CharSet, related: CaseRelated | None = None
+) -> CharSet:
     """The set of :func:`python_class` for a case-insensitive ``source``, found without
     scanning every code point.
 
@@ -176,33 +226,42 @@ def python_class_ignorecase(source: str, plain: CharSet) -> CharSet:
     ``tolower`` is ``re``'s own simple lowercase mapping. So if ``d`` is not cased
     (``tolower(d) == toupper(d) == d``), is the lowercase of no other character and is not
     among the fixes, ``d`` matches exactly when it matches without the flag. Only the few
-    thousand other characters (:func:`_case_related`) are given to ``re``; the rest come
-    from ``plain``. Where this Python's ``re`` lacks what that needs, every code point is
-    scanned as :func:`python_class` does.
+    thousand other characters (``related``, by default :func:`case_related`'s) are given
+    to ``re``; the rest come from ``plain``. Where this Python's ``re`` lacks what that
+    needs, every code point is scanned as :func:`python_class` does.
     """
-    related = _case_related()
+    if related is None:
+        related = case_related()
     if related is None:
         return python_class(source)
-    text, code_points, related_set = related
     pat = re.compile(f"(?:{source})+")
-    hits = [code_points[i] for m in pat.finditer(text) for i in range(m.start(), m.end())]
-    return plain.difference(related_set).union(CharSet((c, c) for c in hits))
+    cps = related.code_points
+    hits = [cps[i] for m in pat.finditer(related.text) for i in range(m.start(), m.end())]
+    return plain.difference(related.chars).union(CharSet((c, c) for c in hits))
 
 
 CASED_BELOW = 0x20000
 """Every cased character (one with a lowercase or uppercase other than itself) lies below
 this: Unicode puts the scripts with case in planes 0 and 1 (the last cased letters,
 Adlam's, end at U+1E943; planes 2 and 3 hold ideographs, 14 tags and selectors, 15 and 16
-private use), so :func:`_case_related` asks ``re`` about those planes only, an eighth of
+private use), so :func:`case_related_points` asks ``re`` about those planes only, an eighth of
 the code points (``tests/test_charset_ignorecase.py`` checks every code point on the
 running Python)."""
 
 
 @functools.lru_cache(maxsize=1)
-def _case_related() -> tuple[str, tuple[int, ...], CharSet] | None:
-    """``(text, code points, set)`` of the characters whose case-insensitive matching in
-    ``re`` can differ from their plain matching: the cased ones, the lowercase of each,
-    and ``re``'s case fixes; ``None`` where this Python's ``re`` does not expose them."""
+def case_related() -> CaseRelated | None:
+    """The characters whose case-insensitive matching in ``re`` can differ from their
+    plain matching (:class:`CaseRelated`), found by asking ``re``'s own tables about
+    planes 0 and 1 (about 10 ms, once a process); ``None`` where this Python's ``re`` does
+    not expose them."""
+    points = case_related_points()
+    return None if points is None else CaseRelated(CharSet.of_points(points))
+
+
+def case_related_points() -> set[int] | None:
+    """The code points of :func:`case_related`, computed; ``None`` where this Python's
+    ``re`` does not expose what that needs."""
     try:
         import _sre
 
@@ -214,10 +273,7 @@ def _case_related() -> tuple[str, tuple[int, ...], CharSet] | None:
         return None
     flags = bytes(map(iscased, range(CASED_BELOW)))
     cased = [m.start() for m in re.finditer(b"\x01", flags)]
-    related = set(cased) | {tolower(c) for c in cased} | fixes
-    s_lo, s_hi = SURROGATES
-    code_points = tuple(sorted(c for c in related if not s_lo <= c <= s_hi))
-    return "".join(map(chr, code_points)), code_points, CharSet((c, c) for c in code_points)
+    return set(cased) | {tolower(c) for c in cased} | fixes
 
 
 def _case_fixes() -> set[int] | None:

@@ -27,7 +27,7 @@ from .charset import (
     ascii_class,
     python_class_ignorecase,
 )
-from .unicode_file import unicode_class
+from .unicode_file import case_related, unicode_class
 
 try:  # Python 3.11+
     from re import _constants as C  # type: ignore[attr-defined]  # noqa: N812
@@ -141,7 +141,9 @@ class _Translator:
             # Case-insensitive sets come from `re` itself (exact Unicode case folding),
             # asked only about the characters where case can matter.
             plain = self.char_class(op, av, flags & ~_I)
-            return python_class_ignorecase(_with_flags(flags, _source_of(op, av)), plain)
+            return python_class_ignorecase(
+                _with_flags(flags, _source_of(op, av)), plain, case_related()
+            )
         if op is C.LITERAL:
             return CharSet.of(av)
         if op is C.NOT_LITERAL:

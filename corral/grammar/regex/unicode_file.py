@@ -1,24 +1,32 @@
-"""Python's Unicode classes ``\\d``, ``\\s`` and ``\\w``, kept on disk between processes.
+"""What corral asks of the running Python's Unicode tables, kept on disk between processes.
 
-What ``\\d``, ``\\s`` and ``\\w`` match in a ``str`` pattern is decided by the running
-Python's Unicode tables. :func:`charset.python_class` finds each set exactly by letting
-``re`` scan all 1,112,064 code points: 8-10 ms of CPU a class, once per process. That was
-a fifth of the first compile of a grammar that uses ``\\s`` (SynCode's Java and PDDL
-grammars, Lark's own) in a new process.
+Two things a regular expression can need depend on those tables, and each costs a new
+process a scan:
 
-So the three sets are computed together the first time a process needs one of them and
-kept in ``<cache_dir>/unicode/<python>-ucd<version>.json`` (:func:`corral.user_cache.cache_dir`),
+- **the classes ``\\d``, ``\\s`` and ``\\w``** of ``str`` patterns:
+  :func:`charset.python_class` finds each set exactly by letting ``re`` scan all 1,112,064
+  code points, 8-10 ms of CPU a class. That was a fifth of the first compile of a grammar
+  that uses ``\\s`` (SynCode's Java and PDDL grammars, Lark's own) in a new process;
+- **the characters where case-insensitive matching can differ from plain matching**
+  (:func:`charset.case_related`), found by asking ``re``'s tables about 131,072 code
+  points: about 10 ms, paid by every grammar with a case-insensitive terminal (SynCode's
+  SQL grammar: 63 keywords).
+
+Both are computed together the first time a process needs either and kept in
+``<cache_dir>/unicode/<python>-ucd<version>.json`` (:func:`corral.user_cache.cache_dir`),
 named by the Python implementation and full version and ``unicodedata.unidata_version``:
 another Python, or the same one with other Unicode tables, reads another file. Later
-processes read the file (well under a millisecond) instead of scanning.
+processes read the file (about a millisecond) instead of scanning.
 
 A file must never change what a pattern matches, so it is read only when it names the
-same Python and Unicode version, has exactly the three classes, each a list of sorted,
-disjoint ranges of code points, and its CRC-32 over those ranges matches. Anything else
-is a :class:`~corral.errors.CacheWarning`, and the sets are computed and the file written
-again. Files are written to a temporary name and renamed into place. An error of the file
+same Python and Unicode version, holds exactly the expected sets, each a list of sorted,
+disjoint ranges of code points, and its CRC-32 over those ranges matches. A file of
+another layout (another corral) is passed over silently; anything else with a
+:class:`~corral.errors.CacheWarning`. Either way the sets are computed and the file
+written again. Files are written to a temporary name and renamed into place. An error of the file
 system on writing is ignored: the sets in memory are the same either way.
-``CORRAL_UNICODE_CACHE=0`` turns reading and writing off.
+``CORRAL_UNICODE_CACHE=0`` turns reading and writing off (each set is then computed when
+needed).
 """
 
 from __future__ import annotations
@@ -38,14 +46,25 @@ from typing import Any
 
 from ...errors import CacheWarning
 from ...user_cache import cache_dir
-from .charset import MAX_CODE_POINT, CharSet, python_class
+from .charset import (
+    MAX_CODE_POINT,
+    CaseRelated,
+    CharSet,
+    case_related_points,
+    python_class,
+)
+from .charset import case_related as _computed_case_related
 
-__all__ = ["CLASSES", "unicode_class"]
+__all__ = ["CLASSES", "case_related", "unicode_class"]
 
 CLASSES = ("\\d", "\\s", "\\w")
 """The classes kept: ``re``'s digit, space and word characters of ``str`` patterns."""
 
-_FORMAT = 1
+_CASE = "case-related"
+"""The file's name for :func:`charset.case_related`'s code points (``null`` where this
+Python's ``re`` does not expose them)."""
+
+_FORMAT = 2
 
 
 def enabled() -> bool:
@@ -67,22 +86,32 @@ def _path() -> Path:
     return cache_dir() / "unicode" / f"{ident['python']}-ucd{ident['unicode']}.json"
 
 
-def _digest(classes: dict[str, list[list[int]]]) -> str:
-    """CRC-32 of the ranges of the three classes, in :data:`CLASSES` order."""
-    body = json.dumps([classes[c] for c in CLASSES], separators=(",", ":"))
+def _digest(sets: dict[str, Any]) -> str:
+    """CRC-32 of the ranges of the kept sets, in :data:`CLASSES` order, then :data:`_CASE`."""
+    body = json.dumps([sets[c] for c in (*CLASSES, _CASE)], separators=(",", ":"))
     return f"{zlib.crc32(body.encode()):08x}"
 
 
+class _Tables:
+    """What the file holds: the three classes and the case-related characters."""
+
+    def __init__(self, classes: dict[str, CharSet], related: CaseRelated | None) -> None:
+        self.classes = classes
+        self.related = related
+
+
 @functools.cache
-def _all_classes() -> dict[str, CharSet]:
-    """The three sets, from the file when it holds them, else computed and stored."""
+def _tables() -> _Tables:
+    """The kept sets, from the file when it holds them, else computed and stored."""
     path = _path()
     stored = _read(path)
     if stored is not None:
         return stored
-    sets = {c: python_class(c) for c in CLASSES}
-    _write(path, sets)
-    return sets
+    points = case_related_points()
+    related = None if points is None else CaseRelated(CharSet.of_points(points))
+    tables = _Tables({c: python_class(c) for c in CLASSES}, related)
+    _write(path, tables)
+    return tables
 
 
 def unicode_class(source: str) -> CharSet:
@@ -94,10 +123,23 @@ def unicode_class(source: str) -> CharSet:
         raise ValueError(f"not one of {CLASSES}: {source!r}")
     if not enabled():
         return python_class(source)
-    return _all_classes()[source]
+    return _tables().classes[source]
 
 
-def _read(path: Path) -> dict[str, CharSet] | None:
+def case_related() -> CaseRelated | None:
+    """:func:`charset.case_related`, read from the file where an earlier process kept it
+    (computed with the file turned off); ``None`` where this Python's ``re`` does not
+    expose what it needs."""
+    if not enabled():
+        return _computed_case_related()
+    return _tables().related
+
+
+def _ranges(cs: CharSet) -> list[list[int]]:
+    return [list(r) for r in cs.ranges]
+
+
+def _read(path: Path) -> _Tables | None:
     """The sets held by the file at ``path``, or ``None`` (none, or rejected with a
     :class:`CacheWarning` saying why)."""
     try:
@@ -107,30 +149,34 @@ def _read(path: Path) -> dict[str, CharSet] | None:
     problem = None
     try:
         data = json.loads(text)
+        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+            return None  # another corral's layout: written again, silently
         problem = _problem(data)
     except ValueError as e:
         problem = f"unreadable: {e}"
     if problem is not None:
         warnings.warn(
-            f"Unicode class file {path} ignored ({problem}); the classes are computed again",
+            f"Unicode table file {path} ignored ({problem}); the sets are computed again",
             CacheWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         return None
-    return {c: CharSet(tuple(r) for r in data["classes"][c]) for c in CLASSES}
+    sets = data["sets"]
+    related = None if sets[_CASE] is None else CaseRelated(CharSet(map(tuple, sets[_CASE])))
+    return _Tables({c: CharSet(tuple(r) for r in sets[c]) for c in CLASSES}, related)
 
 
 def _problem(data: Any) -> str | None:
     """What is wrong with the file's decoded JSON ``data``, or ``None``."""
-    if not isinstance(data, dict) or data.get("format") != _FORMAT:
-        return "another format"
     if data.get("built") != _identity():
         return "written by another Python or for other Unicode tables"
-    classes = data.get("classes")
-    if not isinstance(classes, dict) or set(classes) != set(CLASSES):
-        return "not the three classes"
-    for name in CLASSES:
-        ranges = classes[name]
+    sets = data.get("sets")
+    if not isinstance(sets, dict) or set(sets) != {*CLASSES, _CASE}:
+        return "not the expected sets"
+    for name in (*CLASSES, _CASE):
+        ranges = sets[name]
+        if name == _CASE and ranges is None:
+            continue
         if not isinstance(ranges, list):
             return f"{name} is not a list of ranges"
         prev = -2
@@ -143,16 +189,17 @@ def _problem(data: Any) -> str | None:
             ):
                 return f"{name} has a range out of order or out of bounds: {r!r}"
             prev = r[1]
-    if data.get("crc32") != _digest(classes):
+    if data.get("crc32") != _digest(sets):
         return "its ranges do not match their checksum"
     return None
 
 
-def _write(path: Path, sets: dict[str, CharSet]) -> None:
-    """Store ``sets`` at ``path`` (a temporary file renamed into place); errors of the
+def _write(path: Path, tables: _Tables) -> None:
+    """Store ``tables`` at ``path`` (a temporary file renamed into place); errors of the
     file system are ignored."""
-    classes = {c: [list(r) for r in sets[c].ranges] for c in CLASSES}
-    data = {"format": _FORMAT, "built": _identity(), "classes": classes, "crc32": _digest(classes)}
+    sets: dict[str, Any] = {c: _ranges(tables.classes[c]) for c in CLASSES}
+    sets[_CASE] = None if tables.related is None else _ranges(tables.related.chars)
+    data = {"format": _FORMAT, "built": _identity(), "sets": sets, "crc32": _digest(sets)}
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
