@@ -244,9 +244,9 @@ CASED_BELOW = 0x20000
 """Every cased character (one with a lowercase or uppercase other than itself) lies below
 this: Unicode puts the scripts with case in planes 0 and 1 (the last cased letters,
 Adlam's, end at U+1E943; planes 2 and 3 hold ideographs, 14 tags and selectors, 15 and 16
-private use), so :func:`case_related_points` asks ``re`` about those planes only, an eighth of
-the code points (``tests/test_charset_ignorecase.py`` checks every code point on the
-running Python)."""
+private use), so :func:`case_related_points` asks ``re`` about those planes only, an
+eighth of the code points (``tests/test_charset_ignorecase.py`` checks every code point on
+the running Python)."""
 
 
 @functools.lru_cache(maxsize=1)

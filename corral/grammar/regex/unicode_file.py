@@ -23,8 +23,8 @@ same Python and Unicode version, holds exactly the expected sets, each a list of
 disjoint ranges of code points, and its CRC-32 over those ranges matches. A file of
 another layout (another corral) is passed over silently; anything else with a
 :class:`~corral.errors.CacheWarning`. Either way the sets are computed and the file
-written again. Files are written to a temporary name and renamed into place. An error of the file
-system on writing is ignored: the sets in memory are the same either way.
+written again. Files are written to a temporary name and renamed into place. An error of
+the file system on writing is ignored: the sets in memory are the same either way.
 ``CORRAL_UNICODE_CACHE=0`` turns reading and writing off (each set is then computed when
 needed).
 """
