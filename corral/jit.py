@@ -217,7 +217,7 @@ def _typeof_arg(dispatcher: Any, val: Any) -> Any:
     process's first compile) in every process, at its first kernel call. A value whose
     type is exactly ``np.ndarray`` is no masked array, so the test is skipped for it; the
     type is built as Numba builds it (dtype, dimensions, layout, read-only flag;
-    ``tests/test_jit_typeof.py`` checks that both agree over many arrays). Any other
+    ``tests/test_jit_dispatch.py`` checks that both agree over many arrays). Any other
     value, a subclass of ``ndarray`` included, goes to Numba's own ``typeof_pyval``."""
     import numpy as np
 
@@ -247,6 +247,17 @@ def cache_counts() -> tuple[int, int]:
     return loaded, compiled
 
 
+def _no_extensions() -> None:
+    """A kernel's ``_compilation_chain_init_hook``: nothing.
+
+    Before a dispatcher's first compile or cache load, Numba runs the ``init`` entry point
+    of every installed Numba extension, which first lists the entry points of every
+    installed distribution (2.5-3.6 ms of CPU here, once a process, and more in an
+    environment with more packages). Extensions teach Numba third-party types; corral's
+    kernels take and use only NumPy arrays, numbers and tuples of them, so they do not
+    run that step. Numba still runs it before any other function's first compile."""
+
+
 def kernel(**options: Any) -> Callable[[F], F]:
     """``numba.njit(**options)`` with corral's cache (see the module): the decorator of
     every corral kernel. ``cache`` is implied and may not be given."""
@@ -260,8 +271,10 @@ def kernel(**options: Any) -> Callable[[F], F]:
         if not hasattr(dispatcher, "stats"):
             return dispatcher  # type: ignore[no-any-return]  # NUMBA_DISABLE_JIT: plain Python
         dispatcher._cache = _cache_class()(fn)
-        # plain arrays typed without importing numpy.ma (see _typeof_arg)
+        # plain arrays typed without importing numpy.ma (see _typeof_arg), and no Numba
+        # extensions loaded for corral's kernels (see _no_extensions)
         dispatcher.typeof_pyval = functools.partial(_typeof_arg, dispatcher)
+        dispatcher._compilation_chain_init_hook = _no_extensions
         _DECLARED.append(dispatcher)
         return dispatcher  # type: ignore[no-any-return]
 

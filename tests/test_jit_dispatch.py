@@ -1,8 +1,11 @@
-"""How a kernel types its array arguments (``corral/jit.py``, ``_typeof_arg``).
+"""What corral's kernels do before their first call finds machine code (``corral/jit.py``).
 
-A plain NumPy array is typed without Numba's masked-array test (which imports
-``numpy.ma``); the type must be the one Numba itself gives, and anything else must get
-Numba's own answer, errors included."""
+- A plain NumPy array is typed without Numba's masked-array test, which imports
+  ``numpy.ma`` (``_typeof_arg``); the type must be the one Numba itself gives, and
+  anything else must get Numba's own answer, errors included.
+- Numba's extensions are not loaded for a kernel (``_no_extensions``), and are still
+  loaded before any other function's first compile.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.processes import run_json
 
-from corral.jit import _typeof_arg, kernel
+from corral.jit import _no_extensions, _typeof_arg, kernel
 
 
 @kernel()
@@ -106,25 +109,39 @@ def test_anything_else_gets_numbas_answer() -> None:
         _total(masked)
 
 
-def test_a_kernel_call_leaves_numpy_ma_unimported() -> None:
+def test_a_kernel_call_leaves_numpy_ma_and_numbas_extensions_alone() -> None:
     script = (
         "import json, sys\n"
         "import numpy as np\n"
+        "from numba import njit\n"
+        "from numba.core import entrypoints\n"
         "from corral.automata.kernels.apply_mask import mask_rows\n"
         "logits = np.zeros((2, 40), dtype=np.float32)\n"
         "bits = np.array([[5, 0], [-1, 1]], dtype=np.int32)\n"
         "mask_rows(logits, np.array([0, 1], dtype=np.int64), bits, 40)\n"
-        "print(json.dumps({'kept': [np.flatnonzero(r == 0).tolist() for r in logits],\n"
-        "                  'ma': 'numpy.ma' in sys.modules}))\n"
+        "out = {'kept': [np.flatnonzero(r == 0).tolist() for r in logits],\n"
+        "       'ma': 'numpy.ma' in sys.modules, 'ext': entrypoints._already_initialized}\n"
+        "out['other'] = njit(lambda x: x + 1)(2)\n"
+        "out['ext_after'] = entrypoints._already_initialized\n"
+        "print(json.dumps(out))\n"
     )
     got = run_json(script, env=dict(os.environ), timeout=600)
-    assert got == {"kept": [[0, 2], [*range(32), 32]], "ma": False}
+    assert got == {
+        "kept": [[0, 2], [*range(32), 32]],
+        "ma": False,
+        "ext": False,  # not for corral's kernel
+        "other": 3,
+        "ext_after": True,  # Numba's own path, for anyone else's function
+    }
 
 
-def test_the_hook_is_per_kernel() -> None:
-    """Only corral's kernels type their arguments this way; Numba's class is untouched."""
+def test_the_hooks_are_per_kernel() -> None:
+    """Only corral's kernels type their arguments and skip extensions this way; Numba's
+    class is untouched."""
     from numba.core.dispatcher import Dispatcher
 
-    assert Dispatcher.typeof_pyval is not _typeof_arg
     assert "typeof_pyval" not in vars(type(_total))
+    assert "_compilation_chain_init_hook" not in vars(type(_total))
+    assert Dispatcher._compilation_chain_init_hook is not _no_extensions
+    assert _total._compilation_chain_init_hook is _no_extensions
     assert sys.modules["numpy"] is np
