@@ -9,8 +9,8 @@ process a scan:
   that uses ``\\s`` (SynCode's Java and PDDL grammars, Lark's own) in a new process;
 - **the characters where case-insensitive matching can differ from plain matching**
   (:func:`charset.case_related`), found by asking ``re``'s tables about 131,072 code
-  points: about 10 ms, paid by every grammar with a case-insensitive terminal (SynCode's
-  SQL grammar: 63 keywords).
+  points: 5-10 ms, paid by every grammar with a case-insensitive terminal (SynCode's
+  SQL grammar writes 118 case-insensitive strings).
 
 Both are computed together the first time a process needs either and kept in
 ``<cache_dir>/unicode/<python>-ucd<version>.json`` (:func:`corral.user_cache.cache_dir`),
