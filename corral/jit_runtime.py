@@ -131,14 +131,13 @@ def _load(codegen: Any, path: Path, identity: tuple[Any, ...]) -> Any:
 
 def _store(library: Any, path: Path, identity: tuple[Any, ...]) -> None:
     """Keep ``library``'s object code at ``path`` (atomically; nothing on failure)."""
+    from .user_cache import write_file
+
     try:
         data = pickle.dumps((identity, library.serialize_using_object_code()))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except (OSError, RuntimeError, AttributeError):
-        pass
+    except (RuntimeError, AttributeError):
+        return
+    write_file(path, (data,), tmp_prefix=".nrt-")
 
 
 def _load_or_compile(ctx: Any, *, numba_compile: Any) -> Any:

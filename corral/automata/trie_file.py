@@ -53,7 +53,6 @@ import json
 import mmap
 import os
 import struct
-import tempfile
 import warnings
 import zlib
 from pathlib import Path
@@ -62,7 +61,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 
 from ..errors import CacheWarning
-from ..user_cache import cache_dir
+from ..user_cache import cache_dir, write_file
 
 if TYPE_CHECKING:
     from .vocabulary import TokenTrie
@@ -181,25 +180,12 @@ def store(trie: TokenTrie, vocab_hash: str) -> Path | None:
         separators=(",", ":"),
     ).encode()
     prefix = MAGIC + _PREFIX.pack(FORMAT, len(head)) + head
-    folder = trie_folder()
-    tmp = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".trie-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as out:
-            out.write(prefix + bytes(_rounded(len(prefix)) - len(prefix)))
-            out.write(body.data)
-        path = _path(vocab_hash)
-        os.replace(tmp, path)
-        tmp = None
-        _prune(folder)
-        return path
-    except OSError:
+    path = _path(vocab_hash)
+    padded = prefix + bytes(_rounded(len(prefix)) - len(prefix))
+    if not write_file(path, (padded, body.data), tmp_prefix=".trie-"):
         return None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    _prune(path.parent)
+    return path
 
 
 def _prune(folder: Path) -> None:

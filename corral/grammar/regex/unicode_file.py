@@ -31,13 +31,11 @@ needed).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import platform
 import sys
-import tempfile
 import unicodedata
 import warnings
 import zlib
@@ -45,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import CacheWarning
-from ...user_cache import cache_dir
+from ...user_cache import cache_dir, write_file
 from .charset import (
     MAX_CODE_POINT,
     CaseRelated,
@@ -200,17 +198,4 @@ def _write(path: Path, tables: _Tables) -> None:
     sets: dict[str, Any] = {c: _ranges(tables.classes[c]) for c in CLASSES}
     sets[_CASE] = None if tables.related is None else _ranges(tables.related.chars)
     data = {"format": _FORMAT, "built": _identity(), "sets": sets, "crc32": _digest(sets)}
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".unicode-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, separators=(",", ":"))
-        os.replace(tmp, path)
-        tmp = None
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    write_file(path, (json.dumps(data, separators=(",", ":")).encode(),), tmp_prefix=".unicode-")
