@@ -27,14 +27,14 @@ damage and mismatch, not against a forger, and the folder must be as trusted as 
 code that uses it. (A CRC-32 finds every error of up to 32 bits in a row and misses
 other damage once in 4 billion; it reads Llama-3's arrays in 3.7 ms, SHA-256 in 12.8.)
 
-Reading Llama-3's trie (26.6 MB) in a new process is mapping its file (on POSIX), the
-checksum (3.8 ms) and the checks: 4.4 ms in all. The file is mapped read-only rather than
-read into a fresh buffer, so its arrays are the page cache's pages, not a copy: reading it
-took 7-8 ms, and now and then 60 ms (one run in four, in fresh processes: the kernel
-finding and clearing 26 MB of new memory). The mapping lives as long as the trie's
-arrays. Files are only ever replaced by a rename, never written in place, so a mapped
-file does not change under its reader (a file replaced or removed keeps its pages for
-the readers that mapped it).
+Reading Llama-3's trie (26.6 MB) in a new process is mapping its file (on POSIX) and its
+checksum, 4.4 ms (3.8 of them the checksum), then the checks. The file is mapped
+read-only rather than read into a fresh buffer, so its arrays are the page cache's pages,
+not a copy: reading it took 7-8 ms, and now and then 60 ms (one run in four, in fresh
+processes: the kernel finding and clearing 26 MB of new memory). The mapping lives as
+long as the trie's arrays. Files are only ever replaced by a rename, never written in
+place, so a mapped file does not change under its reader (a file replaced or removed
+keeps its pages for the readers that mapped it).
 
 Vocabularies under :data:`MIN_TOKENS` tokens (built in milliseconds) are not stored; at
 most :data:`MAX_FILES` files are kept, the least recently read or written removed first.

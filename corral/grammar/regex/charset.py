@@ -213,9 +213,7 @@ class CaseRelated:
 
 
 @functools.lru_cache(maxsize=2048)
-def python_class_ignorecase(
-    source: str, plain: CharSet, related: CaseRelated | None = None
-) -> CharSet:
+def python_class_ignorecase(source: str, plain: CharSet, related: CaseRelated | None) -> CharSet:
     """The set of :func:`python_class` for a case-insensitive ``source``, found without
     scanning every code point.
 
@@ -226,12 +224,11 @@ def python_class_ignorecase(
     ``tolower`` is ``re``'s own simple lowercase mapping. So if ``d`` is not cased
     (``tolower(d) == toupper(d) == d``), is the lowercase of no other character and is not
     among the fixes, ``d`` matches exactly when it matches without the flag. Only the few
-    thousand other characters (``related``, by default :func:`case_related`'s) are given
-    to ``re``; the rest come from ``plain``. Where this Python's ``re`` lacks what that
-    needs, every code point is scanned as :func:`python_class` does.
+    thousand other characters (``related``: :func:`case_related`, or the same read from
+    disk) are given to ``re``; the rest come from ``plain``. Where this Python's ``re``
+    lacks what that needs (``related`` is ``None``), every code point is scanned as
+    :func:`python_class` does.
     """
-    if related is None:
-        related = case_related()
     if related is None:
         return python_class(source)
     pat = re.compile(f"(?:{source})+")
@@ -253,8 +250,8 @@ the running Python)."""
 def case_related() -> CaseRelated | None:
     """The characters whose case-insensitive matching in ``re`` can differ from their
     plain matching (:class:`CaseRelated`), found by asking ``re``'s own tables about
-    planes 0 and 1 (about 10 ms, once a process); ``None`` where this Python's ``re`` does
-    not expose them."""
+    planes 0 and 1 (5-10 ms, once a process); ``None`` where this Python's ``re`` does not
+    expose them."""
     points = case_related_points()
     return None if points is None else CaseRelated(CharSet.of_points(points))
 
