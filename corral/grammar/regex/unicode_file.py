@@ -5,7 +5,7 @@ process a scan:
 
 - **the classes ``\\d``, ``\\s`` and ``\\w``** of ``str`` patterns:
   :func:`charset.python_class` finds each set exactly by letting ``re`` scan all 1,112,064
-  code points, 8-10 ms of CPU a class. That was a fifth of the first compile of a grammar
+  code points, 8-13 ms of CPU a class. That was a fifth of the first compile of a grammar
   that uses ``\\s`` (SynCode's Java and PDDL grammars, Lark's own) in a new process;
 - **the characters where case-insensitive matching can differ from plain matching**
   (:func:`charset.case_related`), found by asking ``re``'s tables about 131,072 code
