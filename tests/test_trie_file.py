@@ -67,8 +67,8 @@ def test_a_stored_trie_reads_back_as_the_trie_built(
     files = list(folder.glob("*.trie"))
     assert len(files) == 1 and files[0].stem == Vocabulary.from_hf(tok).hash
     assert not list(folder.glob(".trie-*"))  # no temporary file left behind
-    vocab = Vocabulary.from_hf(tok)
     _no_build(monkeypatch)
+    vocab = Vocabulary.from_hf(tok)  # makes its trie: read, not built
     _assert_same(vocab.trie, built)
     # and the masks through it are those of a trie built in memory
     schema = '{"type": "object", "properties": {"a": {"type": "string"}}}'
@@ -79,8 +79,8 @@ def test_a_stored_trie_reads_back_as_the_trie_built(
         m.consume(t)
         masks.append(m.allowed_token_ids())
     monkeypatch.undo()
-    fresh = Vocabulary.from_hf(tok)
     monkeypatch.setenv("CORRAL_TRIE_CACHE", "0")
+    fresh = Vocabulary.from_hf(tok)
     m = corral.compile(schema, fresh, cache=False).matcher()
     want = [m.allowed_token_ids()]
     for t in tok.encode('{"a": "x y"}', add_special_tokens=False):
@@ -197,11 +197,11 @@ def test_a_damaged_file_is_not_read_and_is_written_again(
     good = path.read_bytes()
     damage(path)
     assert path.read_bytes() != good
-    again = Vocabulary.from_hf(tok)
     with pytest.warns(CacheWarning, match="trie file .* ignored"):
-        assert _load(again, built) is None
-    with pytest.warns(CacheWarning):
-        _assert_same(again.trie, built)  # built, not read
+        assert _load(vocab, built) is None
+    with pytest.warns(CacheWarning, match="trie file .* ignored"):
+        again = Vocabulary.from_hf(tok)  # its trie: built, not read
+    _assert_same(again.trie, built)
     assert path.read_bytes() == good  # and stored again
 
 
@@ -213,10 +213,10 @@ def test_a_file_of_other_sources_is_passed_over_silently(folder: Path, tok: Any)
     good = path.read_bytes()
     digest = trie_file.builder_digest().encode()
     path.write_bytes(good.replace(digest, b"0" * len(digest), 1))
-    again = Vocabulary.from_hf(tok)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert _load(again, built) is None
+        assert _load(vocab, built) is None
+        again = Vocabulary.from_hf(tok)
         _assert_same(again.trie, built)
     assert path.read_bytes() == good
 
@@ -270,3 +270,21 @@ def test_the_least_recently_used_files_go_past_the_limit(
     assert trie_file.load("b" * 64, trie.token_ids.shape[0], vocab.size, 10**6) is not None
     trie_file.store(trie, "d" * 64)
     assert {p.stem for p in folder.glob("*.trie")} == {"b" * 64, "d" * 64}
+
+
+def test_from_hf_makes_the_trie_once(
+    folder: Path, tok: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``from_hf`` makes the trie (so a first compile does not), and compiles share it."""
+    made: list[str] = []
+    make = Vocabulary._build_trie
+
+    def counted(self: Vocabulary) -> Any:
+        made.append(self.hash)
+        return make(self)
+
+    monkeypatch.setattr(Vocabulary, "_build_trie", counted)
+    vocab = Vocabulary.from_hf(tok)
+    assert made == [vocab.hash]
+    corral.compile('{"type": "integer"}', vocab, cache=False).matcher().allowed_token_ids()
+    assert made == [vocab.hash]
