@@ -28,6 +28,7 @@ from ..errors import (
 from .ir import Grammar, Rule, Terminal
 from .lexeme_backtracking import backtracking_lexemes
 from .regex import literal_automaton, literal_dfa
+from .regex.ignorecase_literal import ignorecase_literal_dfa
 from .regex.leftmost import leftmost_first_dfa
 
 if TYPE_CHECKING:
@@ -288,6 +289,8 @@ def _terminal(text: str, td: object) -> Terminal:
     try:
         if isinstance(pattern, PatternStr):
             source = f'"{pattern.value}"' + ("i" if flags & re.IGNORECASE else "")
+            if flags == re.IGNORECASE:
+                return Terminal(name, ignorecase_literal_dfa(pattern.value, where=where), source)
             if flags & re.IGNORECASE:
                 dfa, _ = leftmost_first_dfa(re.escape(pattern.value), flags, where=where)
                 return Terminal(name, dfa, source)

@@ -15,8 +15,10 @@ lookaround whose body is longer than one character.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
+from ...caching import BoundedCache
 from ...errors import GrammarError, Location, UnsupportedFeatureError
 from . import ast
 from .charset import (
@@ -138,11 +140,9 @@ class _Translator:
         if op is C.ANY:
             return UNIVERSE if flags & _S else UNIVERSE.difference(NEWLINE)
         if flags & _I:
-            # Case-insensitive sets come from `re` itself (exact Unicode case folding),
-            # asked only about the characters where case can matter.
-            plain = self.char_class(op, av, flags & ~_I)
-            return python_class_ignorecase(
-                _with_flags(flags, _source_of(op, av)), plain, case_related()
+            return _ignorecase_set(
+                _with_flags(flags, _source_of(op, av)),
+                lambda: self.char_class(op, av, flags & ~_I),
             )
         if op is C.LITERAL:
             return CharSet.of(av)
@@ -277,6 +277,33 @@ class _Translator:
             if len(words) > _MAX_LOOKAHEAD_WORDS or any(len(w) > MAX_LOOKAHEAD for w in words):
                 return None
         return words
+
+
+_IGNORECASE_SETS: BoundedCache[str, CharSet] = BoundedCache(4096)
+
+
+def _ignorecase_set(source: str, plain: Callable[[], CharSet]) -> CharSet:
+    """The set of the one-character pattern ``source`` under ``re.IGNORECASE`` (its flags
+    written in it, :func:`_with_flags`), given the set ``plain`` gives without that flag.
+
+    Case-insensitive sets come from ``re`` itself (exact Unicode case folding), asked only
+    about the characters where case can matter (:func:`charset.python_class_ignorecase`).
+    Kept once a process per source (the last 4,096): the letters of case-insensitive
+    keywords recur (SynCode's SQL grammar spells 118 of them), and each asking costs a scan
+    of the 2,927 case-related characters.
+    """
+    hit = _IGNORECASE_SETS.get(source)
+    if hit is None:
+        hit = python_class_ignorecase(source, plain(), case_related())
+        _IGNORECASE_SETS.put(source, hit)
+    return hit
+
+
+def ignorecase_char_set(cp: int) -> CharSet:
+    """The characters the one character ``cp`` matches under ``re.IGNORECASE`` (a ``str``
+    pattern, Unicode case folding and ``re``'s own equivalences: ``s`` matches ``S``, ``s``
+    and U+017F LATIN SMALL LETTER LONG S)."""
+    return _ignorecase_set(_with_flags(_I, _source_of(C.LITERAL, cp)), lambda: CharSet.of(cp))
 
 
 def _with_flags(flags: int, source: str) -> str:
