@@ -553,3 +553,11 @@ def test_unmergeable_branches_are_refused_without_the_final_check(
 def test_allof_with_a_false_branch_has_no_value(schema: dict) -> None:
     with pytest.raises(EmptyLanguageError):
         grammar_from_json_schema(schema)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text() | st.text(st.characters(codec=None, exclude_categories=())))
+def test_canonical_strings_are_json_dumps(text: str) -> None:
+    """The fast path for strings spells them as ``json.dumps`` does (property names)."""
+    want = json.dumps(text, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+    assert canonical(text) == want

@@ -30,7 +30,12 @@ __all__ = [
 
 def canonical(value: Any) -> str:
     """``value`` as compact JSON text, keys in their order (the grammar's spelling)."""
+    if type(value) is str:  # property names, mostly: what json.dumps does for a string
+        return _encode_string(value)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+
+
+_encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def _normal_number(x: Any) -> Any:
