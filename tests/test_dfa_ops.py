@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from corral import Grammar
 from corral.grammar.follow import nullable_nonterminals
 from corral.grammar.json_schema.load import _declares_identifiers, load_schema
-from corral.grammar.json_schema.strings import plain_string
-from corral.grammar.regex import literal_dfa
+from corral.grammar.json_schema.strings import counted_body, plain_string, unit_dfa
+from corral.grammar.regex import literal_dfa, python_regex_dfa
 from corral.grammar.regex.dfa import (
     ByteDFA,
     column_classes,
@@ -153,6 +153,95 @@ def test_quoted_reads_the_body_between_quotes(raw: tuple[np.ndarray, np.ndarray]
         if len(w) <= MAX_LEN - 2:
             assert q.matches(b'"' + w + b'"') == (w in lb)
     assert not q.matches(b"") and not q.matches(b'"')
+
+
+def _quoted_full(body: ByteDFA, quote: int, minimal: bool) -> ByteDFA:
+    """``quoted`` built over all 256 bytes, then compacted (the reference)."""
+    n = body.n_states
+    bt = body.trans
+    if np.any(bt[body.accept, quote] >= 0):
+        raise ValueError("reads the quote")
+    trans = np.full((n + 2, 256), -1, np.int32)
+    trans[0, quote] = 1
+    trans[1 : n + 1] = np.where(bt >= 0, bt + 1, -1)
+    trans[np.flatnonzero(body.accept) + 1, quote] = n + 1
+    accept = np.zeros(n + 2, bool)
+    accept[n + 1] = True
+    return (minimal_dfa(trans, accept) if minimal else ByteDFA(trans, accept)).compacted()
+
+
+def _same_compact(a: ByteDFA, b: ByteDFA) -> bool:
+    (ta, ca), (tb, cb) = a.columns(), b.columns()
+    return np.array_equal(ta, tb) and np.array_equal(ca, cb) and np.array_equal(a.accept, b.accept)
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw_dfas(), st.sampled_from([0x00, 0x22, 0x61, 0xFF]), st.booleans())
+def test_quoted_is_the_construction_over_all_bytes(
+    raw: tuple[np.ndarray, np.ndarray], quote: int, minimal: bool
+) -> None:
+    """Built over the body's byte classes (the quote byte split off its class, or alone
+    in it), ``quoted`` gives the canonical compact arrays of the 256-byte construction."""
+    body = as_dfa(raw)
+    if body.n_states == 0:
+        return
+    try:
+        want = _quoted_full(body, quote, minimal)
+    except ValueError:
+        with pytest.raises(ValueError, match="quote"):
+            quoted(body, quote, minimal=minimal)
+        return
+    assert _same_compact(quoted(body, quote, minimal=minimal), want)
+
+
+@pytest.mark.parametrize("pattern", ['[a"]b', "[!-~]{2}", '(?:[0-9"]{3})+x'])
+@pytest.mark.parametrize("minimal", [False, True])
+def test_quoted_splits_the_quote_byte_off_its_class(pattern: str, minimal: bool) -> None:
+    """Bodies that read the quote byte (not where they may end) as they read other bytes."""
+    body = python_regex_dfa(pattern)
+    assert np.count_nonzero(body.columns()[1] == body.columns()[1][0x22]) > 1
+    q = quoted(body, minimal=minimal)
+    assert _same_compact(q, _quoted_full(body, 0x22, minimal))
+    if pattern == '[a"]b':
+        assert q.matches(b'""b"') and q.matches(b'"ab"') and not q.matches(b'"b"')
+
+
+def _counted_full(lo: int, hi: int | None) -> ByteDFA:
+    """Encoded JSON string bodies of ``lo`` to ``hi`` characters, built row by row over
+    all 256 bytes (the reference for ``counted_body``)."""
+    u = unit_dfa()
+    top = lo if hi is None else hi
+    nu = u.n_states
+    trans = np.full(((top + 1) * nu, 256), -1, np.int32)
+    accept = np.zeros((top + 1) * nu, bool)
+    ut = u.trans
+    for k in range(top + 1):
+        for s in range(nu):
+            for b in range(256):
+                t = int(ut[s, b])
+                if t < 0:
+                    continue
+                if u.accept[t]:  # the unit is complete
+                    k2 = k if hi is None and k == top else k + 1
+                    trans[k * nu + s, b] = k2 * nu if k2 <= top else -1
+                else:
+                    trans[k * nu + s, b] = k * nu + t
+        accept[k * nu] = k >= lo
+    return ByteDFA(*trim(trans, accept)).compacted()
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"),
+    [(0, None), (0, 0), (0, 1), (1, 1), (2, None), (3, 7), (0, 40), (12, None), (1, 255)],
+)
+def test_counted_bodies_are_the_construction_over_all_bytes(lo: int, hi: int | None) -> None:
+    d = counted_body(lo, hi)
+    assert _same_compact(d, _counted_full(lo, hi))
+    assert d.matches(b"x" * lo) and (hi is None or not d.matches(b"x" * (hi + 1)))
+    assert d.matches("é".encode() * max(lo, 1)) == (hi is None or hi >= max(lo, 1))
+    # the quote byte shares its class in the body (it follows a backslash as `n` does)
+    for minimal in (False, True):
+        assert _same_compact(quoted(d, minimal=minimal), _quoted_full(d, 0x22, minimal))
 
 
 @settings(max_examples=100, deadline=None)

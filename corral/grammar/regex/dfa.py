@@ -1492,22 +1492,40 @@ def quoted(body: ByteDFA, quote: int = 0x22, *, minimal: bool = True) -> ByteDFA
     """``quote body quote``: the DFA of the body's strings between two quote bytes.
 
     Where the body may end it must not read the quote byte (JSON string bodies read it
-    only after a backslash), so the closing quote is unambiguous.
+    only after a backslash), so the closing quote is unambiguous. Built over the body's
+    byte classes (its compact columns), the quote byte in a class of its own.
     """
     n = body.n_states
     if n == 0:
         return body
-    body_trans = body.trans
-    if np.any(body_trans[body.accept, quote] >= 0):
+    table, classes = body.columns()  # int32 [n, m], uint8 [256], m in first-byte order
+    q = int(classes[quote])
+    if np.any(table[body.accept, q] >= 0):
         raise ValueError("the body reads the quote byte where it may end")
-    trans = np.full((n + 2, 256), -1, np.int32)
-    trans[0, quote] = 1
-    trans[1 : n + 1] = np.where(body_trans >= 0, body_trans + 1, -1)
+    m = table.shape[1]
+    alone = int(np.count_nonzero(classes == q)) == 1
+    cols = m if alone else m + 1
+    trans = np.full((n + 2, cols), -1, np.int32)
+    trans[1 : n + 1, :m] = np.where(table >= 0, table + 1, -1)
+    byte_col = classes.astype(np.intp)
+    if not alone:  # the quote byte leaves its class: a column of its own, the same reads
+        trans[1 : n + 1, m] = trans[1 : n + 1, q]
+        byte_col = byte_col.copy()
+        byte_col[quote] = q = m
     final = n + 1
-    for s in np.flatnonzero(body.accept).tolist():
-        trans[s + 1, quote] = final
+    trans[0, q] = 1
+    trans[np.flatnonzero(body.accept) + 1, q] = final
     accept = np.zeros(n + 2, bool)
     accept[final] = True
+    # columns numbered by their first byte, as the compact form and minimal_dfa want them
+    _, first = np.unique(byte_col, return_index=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    trans, byte_col = np.ascontiguousarray(trans[:, order]), rank[byte_col]
     # No trim: the body is trimmed, so every state is reachable from the opening quote and
     # reaches the closing one.
-    return minimal_dfa(trans, accept) if minimal else ByteDFA(trans, accept)
+    if minimal:
+        return minimal_dfa(trans, accept, byte_col)
+    small, merged = column_classes(trans)
+    return ByteDFA.from_columns(small, merged[byte_col], accept)
