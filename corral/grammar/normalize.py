@@ -74,7 +74,13 @@ def normalize(
         else:
             terms[name] = t
     ignore = [s for s in ignore if s in terms]
-    rules = [Rule(r.lhs, tuple(renamed.get(s, s) for s in r.rhs)) for r in rules] + extra_rules
+    if renamed:  # (a JSON Schema's grammar has no such terminal: its rules stay as they are)
+        rules = [
+            Rule(r.lhs, tuple(renamed.get(s, s) for s in r.rhs))
+            if any(s in renamed for s in r.rhs)
+            else r
+            for r in rules
+        ] + extra_rules
 
     # -- productive symbols ----------------------------------------------------------
     # a worklist: each rule counts its symbols not yet known to be productive
@@ -106,7 +112,7 @@ def normalize(
     rules = [r for r in rules if r.lhs in productive and all(s in productive for s in r.rhs)]
 
     # -- reachable symbols -----------------------------------------------------------
-    by_lhs: dict[str, list[Rule]] = {}
+    by_lhs: dict[str, list[Rule]] = {}  # in the order of first appearance
     for r in rules:
         by_lhs.setdefault(r.lhs, []).append(r)
     reach = {start}
@@ -119,21 +125,19 @@ def normalize(
                     reach.add(x)
                     stack.append(x)
     ignore = [s for s in ignore if terms[s].dfa.n_states]
-    rules = [r for r in rules if r.lhs in reach]
     keep = reach | set(ignore)
     terms = {n: t for n, t in terms.items() if n in keep and t.dfa.n_states}
-    # deduplicate rules, keep order
-    seen: set[Rule] = set()
-    uniq = []
-    for r in rules:
-        if r not in seen:
-            seen.add(r)
-            uniq.append(r)
-    return terms, left_recursive(uniq, set(terms)), ignore
+    # each reachable nonterminal's rules, without repeats (equal rules share their lhs)
+    if len(set(rules)) == len(rules):
+        groups = {a: alts for a, alts in by_lhs.items() if a in reach}
+    else:
+        groups = {a: list(dict.fromkeys(alts)) for a, alts in by_lhs.items() if a in reach}
+    return terms, left_recursive(groups, set(terms)), ignore
 
 
-def left_recursive(rules: list[Rule], terminals: set[str]) -> list[Rule]:
-    """``rules`` with each tail-recursive nonterminal made left-recursive.
+def left_recursive(by_lhs: dict[str, list[Rule]], terminals: set[str]) -> list[Rule]:
+    """The rules (grouped by left-hand side, in the order of first appearance: ``by_lhs``)
+    with each tail-recursive nonterminal made left-recursive, in that order.
 
     A nonterminal ``A`` with rules ``A → αᵢ A`` (ending in a tail call) and ``A → βⱼ``
     (the others) derives ``(α₁|…|αₘ)* (β₁|…|βₙ)``: unfolding the tail calls, each
@@ -152,16 +156,20 @@ def left_recursive(rules: list[Rule], terminals: set[str]) -> list[Rule]:
     ``A`` is left alone when it has no tail call, or when an ``αᵢ`` is empty or made of
     nonterminals that have an empty rule (``A → A``-like cycles).
     """
-    by_lhs: dict[str, list[Rule]] = {}
-    for r in rules:
-        by_lhs.setdefault(r.lhs, []).append(r)
-    empty = {r.lhs for r in rules if not r.rhs}
+    tail_called = [a for a, alts in by_lhs.items() if any(x.rhs and x.rhs[-1] == a for x in alts)]
+    if not tail_called:  # nothing to rewrite
+        return [r for alts in by_lhs.values() for r in alts]
+    rewrite = set(tail_called)
+    empty = {a for a, alts in by_lhs.items() if any(not x.rhs for x in alts)}
     names = set(by_lhs) | terminals
     out: list[Rule] = []
-    for a, alts in by_lhs.items():  # in the order of first appearance
+    for a, alts in by_lhs.items():
+        if a not in rewrite:
+            out.extend(alts)
+            continue
         tails = [x.rhs[:-1] for x in alts if x.rhs and x.rhs[-1] == a]
         bases = [x.rhs for x in alts if not x.rhs or x.rhs[-1] != a]
-        if not tails or any(all(s in empty for s in t) for t in tails):
+        if any(all(s in empty for s in t) for t in tails):
             out.extend(alts)
             continue
         rep = f"{a}__rep"
