@@ -124,6 +124,44 @@ def test_difference_of_literals_is_the_difference_with_their_union(
         if minimal:
             same = difference(a, union_of_literals(words)) if words else a
             assert rest.n_states == same.n_states
+        assert _same_compact(rest, _difference_of_literals_full(a, words, minimal))
+
+
+def _difference_of_literals_full(a: ByteDFA, words: list[bytes], minimal: bool) -> ByteDFA:
+    """``difference_of_literals`` built over all 256 bytes, then compacted (the
+    reference)."""
+    if a.n_states == 0:
+        return ByteDFA.empty()
+    a_trans = a.trans
+    state_of, children, is_word = [0], [{}], [False]
+    for w in words:
+        node, s = 0, 0
+        for byte in w:
+            s = int(a_trans[s, byte])
+            if s < 0:
+                break
+            if byte not in children[node]:
+                children[node][byte] = len(state_of)
+                state_of.append(s)
+                children.append({})
+                is_word.append(False)
+            node = children[node][byte]
+        else:
+            is_word[node] = True
+    k = len(state_of)
+    on_trie = np.array(state_of, np.int64)
+    rows = a_trans[on_trie]
+    trans = np.concatenate(
+        [np.where(rows >= 0, rows + k, -1), np.where(a_trans >= 0, a_trans + k, -1)]
+    )
+    for node, kids in enumerate(children):
+        for byte, child in kids.items():
+            trans[node, byte] = child
+    accept = np.concatenate([a.accept[on_trie] & ~np.array(is_word), a.accept])
+    trans, accept = trim(trans.astype(np.int32), accept)
+    if trans.shape[0] == 0:
+        return ByteDFA.empty()
+    return (minimal_dfa(trans, accept) if minimal else ByteDFA(trans, accept)).compacted()
 
 
 def test_difference_of_literals_on_json_keys() -> None:
@@ -136,6 +174,9 @@ def test_difference_of_literals_on_json_keys() -> None:
         assert run(keys.trans, keys.accept, w) and not run(rest.trans, rest.accept, w)
     for w in [b'"na"', b'"names"', b'"n"', b'""', b'"\xc3\xa9t\xc3"']:
         assert run(rest.trans, rest.accept, w) == run(keys.trans, keys.accept, w)
+    for minimal in (False, True):
+        got = difference_of_literals(keys, listed, minimal=minimal)
+        assert _same_compact(got, _difference_of_literals_full(keys, listed, minimal))
     assert (
         difference_of_literals(keys, listed).n_states
         == difference(keys, union_of_literals(listed)).n_states

@@ -1385,28 +1385,31 @@ def difference_of_literals(
     where: str = "difference",
     minimal: bool = True,
 ) -> ByteDFA:
-    """The DFA (minimal unless ``minimal=False``) of the strings ``a`` accepts other than
-    ``words``: :func:`difference` with :func:`union_of_literals`, built directly.
+    """The DFA (minimal unless ``minimal=False``; compact form) of the strings ``a``
+    accepts other than ``words``: :func:`difference` with :func:`union_of_literals`, built
+    directly.
 
     A string read by ``a`` has one state of ``a``, so the product with the words' trie has
     one state per trie node (a prefix of a word that ``a`` can read) and, off the trie,
     the states of ``a`` itself. A trie node's row is its ``a``-state's row, with the bytes
     that extend a word sent to the child node; it accepts when its ``a``-state does and it
-    is not a whole word. ``O(trie nodes x 256)``, with no product search.
+    is not a whole word. ``O(trie nodes x columns)``, with no product search; the columns
+    are ``a``'s byte classes, and one for each byte that labels a trie edge (a property
+    name's letters: tens of columns where the bytes are 256).
 
     Raises :class:`~corral.errors.CompileBudgetError` beyond ``max_states`` states.
     """
     if a.n_states == 0:
         return ByteDFA.empty()
+    table, classes = a.columns()  # int32 [n, m], uint8 [256]
     # the trie: node -> (a-state, children {byte: node}); node 0 is the empty prefix
-    a_trans = a.trans
     state_of = [0]
     children: list[dict[int, int]] = [{}]
     is_word = [False]
     for w in words:
         node, s = 0, 0
         for byte in w:
-            s = int(a_trans[s, byte])
+            s = int(table[s, classes[byte]])
             if s < 0:
                 break
             nxt = children[node].get(byte)
@@ -1422,20 +1425,34 @@ def difference_of_literals(
     if k + a.n_states > max_states:
         raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
     spend(PRODUCT_ROW_STEPS * k, where)
+    # columns: a's classes, then one per edge byte (reading what its class reads)
+    edge_bytes = sorted({b for kids in children for b in kids})
+    m = table.shape[1]
+    byte_col = classes.astype(np.intp)
+    byte_col[edge_bytes] = np.arange(m, m + len(edge_bytes))
+    wide = np.concatenate([table, table[:, classes[edge_bytes]]], axis=1)
     # states 0..k-1: trie nodes; k..k+n-1: the states of `a`
     on_trie = np.array(state_of, np.int64)
-    rows = a_trans[on_trie]
-    trans = np.concatenate(
-        [np.where(rows >= 0, rows + k, -1), np.where(a_trans >= 0, a_trans + k, -1)]
-    )
-    for node, kids in enumerate(children):
-        for byte, child in kids.items():
-            trans[node, byte] = child
+    trans = np.where(wide >= 0, wide + k, -1).astype(np.int32)
+    trans = np.concatenate([trans[on_trie], trans])
+    if edge_bytes:
+        src = [node for node, kids in enumerate(children) for _ in kids]
+        col = [byte_col[b] for kids in children for b in kids]
+        trans[src, col] = [c for kids in children for c in kids.values()]
     accept = np.concatenate([a.accept[on_trie] & ~np.array(is_word), a.accept])
-    trans, accept = trim(trans.astype(np.int32), accept)
-    if trans.shape[0] == 0 or not minimal:
-        return ByteDFA(trans, accept)
-    return minimal_dfa(trans, accept)
+    trans, accept = trim(trans, accept)
+    if trans.shape[0] == 0:
+        return ByteDFA.empty()
+    # the columns bytes read, numbered by their first byte, as the compact form wants them
+    _, first = np.unique(byte_col, return_index=True)
+    used = byte_col[np.sort(first)]
+    rank = np.full(m + len(edge_bytes), -1, np.intp)
+    rank[used] = np.arange(used.shape[0])
+    trans, byte_col = np.ascontiguousarray(trans[:, used]), rank[byte_col]
+    if minimal:
+        return minimal_dfa(trans, accept, byte_col)
+    small, merged = column_classes(trans)
+    return ByteDFA.from_columns(small, merged[byte_col], accept)
 
 
 def union_of_literals(words: list[bytes]) -> ByteDFA:
