@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from ...regex import ByteDFA, ast
 from ...regex.charset import CharSet
-from ...regex.dfa import difference, difference_of_literals, intersect, union_of_literals
+from ...regex.dfa import (
+    difference,
+    difference_of_literals,
+    intersect,
+    shared_automata,
+    union_of_literals,
+)
 from ..algebra import canonical
 from ..findings import EXACT
 from ..keywords import ANNOTATIONS
@@ -335,9 +341,7 @@ def other_keys(b: Translator, listed: list[bytes], names_filter: ByteDFA | None)
     """Encoded keys other than the ``listed`` ones (and allowed by ``names_filter``);
     shared by every object with the same listed names."""
     if b.universe_keys is None:
-        b.universe_keys = key_dfa(
-            ast.Repeat(ast.Chars(CharSet.universe()), 0, None), b.opt.max_states, ""
-        )
+        b.universe_keys = universe_keys(b.opt.max_states)
     cache_key = tuple(sorted(listed))  # only unfiltered key sets are shared
     if names_filter is None and cache_key in b.other_keys_cache:
         return b.other_keys_cache[cache_key]
@@ -396,6 +400,12 @@ def key_filter(b: Translator, schema: Any, ptr: str, resolver: Any) -> ByteDFA |
     else:
         b.findings.needs_check(ptr, "propertyNames", "length bounds combined with pattern/format")
     return dfa
+
+
+@shared_automata(maxsize=4)
+def universe_keys(max_states: int) -> ByteDFA:
+    """Every encoded object key (quotes included), once a process."""
+    return key_dfa(ast.Repeat(ast.Chars(CharSet.universe()), 0, None), max_states, "")
 
 
 def key_dfa(node: ast.Node, max_states: int, where: str) -> ByteDFA:
