@@ -218,7 +218,9 @@ def check_json_data(schema: Any) -> None:
     pointer: nesting deeper than :data:`MAX_SCHEMA_DEPTH` (:class:`CompileBudgetError`),
     a NaN or infinite number (e.g. ``1e400``, beyond a double), a string or name that is
     not Unicode text (a lone surrogate) (:class:`SchemaError`). Iterative: any depth is
-    looked at without recursion."""
+    looked at without recursion; pointers are spelled only when something is refused."""
+    if _plain_json_data(schema):
+        return
     stack: list[tuple[Any, str, int]] = [(schema, "", 1)]
     while stack:
         value, ptr, depth = stack.pop()
@@ -246,6 +248,40 @@ def check_json_data(schema: Any) -> None:
                 stack.append((v, pointer_join(ptr, k), depth + 1))
         else:
             stack.extend((v, pointer_join(ptr, i), depth + 1) for i, v in enumerate(value))
+
+
+def _plain_json_data(schema: Any) -> bool:
+    """Whether :func:`check_json_data` refuses nothing in ``schema`` (a quick pass that
+    keeps no pointers)."""
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    isfinite = math.isfinite
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and not _is_text(value):
+                return False
+        elif isinstance(value, dict):
+            if depth > MAX_SCHEMA_DEPTH:
+                return False
+            for k, v in value.items():
+                if isinstance(k, str) and not k.isascii() and not _is_text(k):
+                    return False
+                stack.append((v, depth + 1))
+        elif isinstance(value, list):
+            if depth > MAX_SCHEMA_DEPTH:
+                return False
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, float) and not isfinite(value):
+            return False
+    return True
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_text(text: str, ptr: str) -> None:
@@ -313,14 +349,11 @@ def load_schema(spec: Any) -> LoadedSchema:
 def _registry(schema: Any, dialect: str) -> Any:
     """A ``referencing.Registry`` holding ``schema`` (at its ``$id`` and at
     :data:`ROOT_URI`) and the official meta-schemas; it refuses every retrieval."""
-    from jsonschema_specifications import REGISTRY as META_SCHEMAS
-    from referencing import Registry, Resource
+    from referencing import Resource
     from referencing.jsonschema import specification_with
 
     resource = Resource.from_contents(schema, default_specification=specification_with(dialect))
-    registry = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
-    # the official meta-schemas may be referenced (they are bundled, never fetched)
-    registry = registry.with_resources(META_SCHEMAS.items())
+    registry = _base_registry()
     root_id = resource.id()
     registry = registry.with_resource(ROOT_URI, resource)
     if root_id:
@@ -333,6 +366,18 @@ def _registry(schema: Any, dialect: str) -> Any:
         with contextlib.suppress(TypeError):
             registry = registry.crawl()
     return registry
+
+
+@functools.lru_cache(maxsize=1)
+def _base_registry() -> Any:
+    """An (immutable) ``referencing.Registry`` that refuses every retrieval and holds the
+    official meta-schemas, which may be referenced (they are bundled, never fetched):
+    made once a process, a schema's registry adds the schema to it."""
+    from jsonschema_specifications import REGISTRY as META_SCHEMAS
+    from referencing import Registry
+
+    registry = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+    return registry.with_resources(META_SCHEMAS.items())
 
 
 _IDENTIFIERS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"})

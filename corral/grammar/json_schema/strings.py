@@ -19,6 +19,8 @@ Encoding rules:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...caching import BoundedCache
@@ -128,7 +130,7 @@ def _hex_digit(d: str) -> ast.Node:
 _HEX = "0123456789abcdef"
 
 
-def _escapes(cs: CharSet) -> list[ast.Node]:
+def _escapes(cs: CharSet) -> tuple[ast.Node, ...]:
     """The escaped spellings of the members of ``cs`` that JSON requires to be escaped
     (plus ``\\/``): short forms, and ``\\uXXXX`` grouped by the third hex digit so a
     whole class costs a few alternatives, not one per character."""
@@ -147,19 +149,26 @@ def _escapes(cs: CharSet) -> list[ast.Node]:
         digits = "".join(_HEX[x] for x in sorted(lows))
         low = ast.Chars(CharSet.of(*digits, *digits.upper()))
         forms.append(ast.Concat((_lit("\\u00"), _hex_digit(_HEX[high]), low)))
-    return forms
+    return tuple(forms)
+
+
+@functools.lru_cache(maxsize=4096)
+def _encoded_chars(chars: CharSet, escapes: bool) -> ast.Node:
+    """:func:`encode_node` of one character class, kept once a process for each class
+    (the last 4,096): patterns and formats repeat their classes."""
+    raw = chars.difference(_MUST_ESCAPE)
+    alts: list[ast.Node] = [ast.Chars(raw)] if raw else []
+    if escapes:
+        alts.extend(_escapes(chars))
+    if len(alts) == 1:
+        return alts[0]
+    return ast.Alt(tuple(alts))
 
 
 def encode_node(node: ast.Node, *, escapes: bool = True) -> ast.Node:
     """The tree of the encoded forms of the strings ``node`` matches (see module docs)."""
     if isinstance(node, ast.Chars):
-        raw = node.chars.difference(_MUST_ESCAPE)
-        alts: list[ast.Node] = [ast.Chars(raw)] if raw else []
-        if escapes:
-            alts.extend(_escapes(node.chars))
-        if len(alts) == 1:
-            return alts[0]
-        return ast.Alt(tuple(alts))
+        return _encoded_chars(node.chars, escapes)
     if isinstance(node, ast.Concat):
         return ast.Concat(tuple(encode_node(x, escapes=escapes) for x in node.items))
     if isinstance(node, ast.Alt):
