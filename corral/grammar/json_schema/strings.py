@@ -28,7 +28,7 @@ from ..regex import ast, python_regex_dfa
 from ..regex.charset import CharSet
 from ..regex.dfa import (
     ByteDFA,
-    column_classes,
+    dfa_of_columns,
     intersect,
     metered,
     nfa_to_byte_dfa,
@@ -99,8 +99,7 @@ def counted_body(lo: int, hi: int | None) -> ByteDFA:
     trans, accept = trim(trans.astype(np.int32, copy=False), accept)
     if trans.shape[0] == 0:  # pragma: no cover - every count can end a string
         return ByteDFA.empty()
-    small, merged = column_classes(trans)  # trimmed states may leave columns equal
-    return ByteDFA.from_columns(small, merged[classes].astype(np.uint8), accept)
+    return dfa_of_columns(trans, classes, accept, minimal=False)  # columns may now be equal
 
 
 @shared_automata(maxsize=64)

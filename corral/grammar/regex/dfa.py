@@ -1443,16 +1443,7 @@ def difference_of_literals(
     trans, accept = trim(trans, accept)
     if trans.shape[0] == 0:
         return ByteDFA.empty()
-    # the columns bytes read, numbered by their first byte, as the compact form wants them
-    _, first = np.unique(byte_col, return_index=True)
-    used = byte_col[np.sort(first)]
-    rank = np.full(m + len(edge_bytes), -1, np.intp)
-    rank[used] = np.arange(used.shape[0])
-    trans, byte_col = np.ascontiguousarray(trans[:, used]), rank[byte_col]
-    if minimal:
-        return minimal_dfa(trans, accept, byte_col)
-    small, merged = column_classes(trans)
-    return ByteDFA.from_columns(small, merged[byte_col], accept)
+    return dfa_of_columns(trans, byte_col, accept, minimal=minimal)
 
 
 def union_of_literals(words: list[bytes]) -> ByteDFA:
@@ -1534,14 +1525,23 @@ def quoted(body: ByteDFA, quote: int = 0x22, *, minimal: bool = True) -> ByteDFA
     trans[np.flatnonzero(body.accept) + 1, q] = final
     accept = np.zeros(n + 2, bool)
     accept[final] = True
-    # columns numbered by their first byte, as the compact form and minimal_dfa want them
-    _, first = np.unique(byte_col, return_index=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.shape[0])
-    trans, byte_col = np.ascontiguousarray(trans[:, order]), rank[byte_col]
     # No trim: the body is trimmed, so every state is reachable from the opening quote and
     # reaches the closing one.
+    return dfa_of_columns(trans, byte_col, accept, minimal=minimal)
+
+
+def dfa_of_columns(
+    trans: np.ndarray, byte_col: np.ndarray, accept: np.ndarray, *, minimal: bool
+) -> ByteDFA:
+    """The trimmed DFA given over columns (``trans`` ``int32 [n, k]``; byte ``b`` reads
+    column ``byte_col[b]``, ``int [256]``; a column no byte reads is dropped) in the
+    canonical compact form: columns numbered by their first byte, equal ones merged;
+    minimised when ``minimal``."""
+    _, first = np.unique(byte_col, return_index=True)
+    used = byte_col[np.sort(first)]  # the columns read, by their first byte
+    rank = np.full(trans.shape[1], -1, np.intp)
+    rank[used] = np.arange(used.shape[0])
+    trans, byte_col = np.ascontiguousarray(trans[:, used]), rank[byte_col]
     if minimal:
         return minimal_dfa(trans, accept, byte_col)
     small, merged = column_classes(trans)
