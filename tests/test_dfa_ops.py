@@ -127,6 +127,20 @@ def test_difference_of_literals_is_the_difference_with_their_union(
         assert _same_compact(rest, _difference_of_literals_full(a, words, minimal))
 
 
+def test_difference_of_literals_drops_paths_through_columns_no_byte_reads() -> None:
+    """``a`` reads ``a`` and ``c`` alike (one column); both are words, so each gets a
+    column of its own and the shared one is read by no byte: the state it seemed to keep
+    alive is trimmed, and nothing is left."""
+    trans = np.full((2, 256), -1, np.int32)
+    trans[0, [0x61, 0x63]] = 1
+    a = ByteDFA(trans, np.array([False, True]))
+    for minimal in (False, True):
+        assert difference_of_literals(a, [b"a", b"c"], minimal=minimal).n_states == 0
+        rest = difference_of_literals(a, [b"a"], minimal=minimal)
+        assert rest.matches(b"c") and not rest.matches(b"a")
+        assert_trimmed(rest)
+
+
 def _difference_of_literals_full(a: ByteDFA, words: list[bytes], minimal: bool) -> ByteDFA:
     """``difference_of_literals`` built over all 256 bytes, then compacted (the
     reference)."""

@@ -35,7 +35,6 @@ from ..regex.dfa import (
     quoted,
     shared_automata,
     spend,
-    trim,
 )
 from ..regex.nfa import build_nfa, build_search_nfa
 from ..regex.restrict import restrict_quoted
@@ -94,12 +93,10 @@ def counted_body(lo: int, hi: int | None) -> ByteDFA:
     ).reshape(-1, table.shape[1])
     accept = np.zeros(trans.shape[0], bool)
     accept[lo * nu :: nu] = True
-    # Already minimal up to the trim: unit states are minimal and counts are distinguishable
-    # (each count level has a different set of remaining lengths), so skip Hopcroft here.
-    trans, accept = trim(trans.astype(np.int32, copy=False), accept)
-    if trans.shape[0] == 0:  # pragma: no cover - every count can end a string
-        return ByteDFA.empty()
-    return dfa_of_columns(trans, classes, accept, minimal=False)  # columns may now be equal
+    # Already minimal up to the trim (in dfa_of_columns): unit states are minimal and counts
+    # are distinguishable (each count level has a different set of remaining lengths), so
+    # skip Hopcroft here.
+    return dfa_of_columns(trans.astype(np.int32, copy=False), classes, accept, minimal=False)
 
 
 @shared_automata(maxsize=64)

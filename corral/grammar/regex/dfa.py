@@ -1440,9 +1440,6 @@ def difference_of_literals(
         col = [byte_col[b] for kids in children for b in kids]
         trans[src, col] = [c for kids in children for c in kids.values()]
     accept = np.concatenate([a.accept[on_trie] & ~np.array(is_word), a.accept])
-    trans, accept = trim(trans, accept)
-    if trans.shape[0] == 0:
-        return ByteDFA.empty()
     return dfa_of_columns(trans, byte_col, accept, minimal=minimal)
 
 
@@ -1533,15 +1530,19 @@ def quoted(body: ByteDFA, quote: int = 0x22, *, minimal: bool = True) -> ByteDFA
 def dfa_of_columns(
     trans: np.ndarray, byte_col: np.ndarray, accept: np.ndarray, *, minimal: bool
 ) -> ByteDFA:
-    """The trimmed DFA given over columns (``trans`` ``int32 [n, k]``; byte ``b`` reads
-    column ``byte_col[b]``, ``int [256]``; a column no byte reads is dropped) in the
-    canonical compact form: columns numbered by their first byte, equal ones merged;
-    minimised when ``minimal``."""
+    """The DFA given over columns (``trans`` ``int32 [n, k]``, state 0 the start; byte
+    ``b`` reads column ``byte_col[b]``, ``int [256]``) in the canonical compact form: the
+    columns no byte reads dropped, then the states trimmed (a path through a dropped
+    column does not keep a state alive), the columns numbered by their first byte and
+    equal ones merged; minimised when ``minimal``."""
     _, first = np.unique(byte_col, return_index=True)
     used = byte_col[np.sort(first)]  # the columns read, by their first byte
     rank = np.full(trans.shape[1], -1, np.intp)
     rank[used] = np.arange(used.shape[0])
     trans, byte_col = np.ascontiguousarray(trans[:, used]), rank[byte_col]
+    trans, accept = trim(trans, accept)
+    if trans.shape[0] == 0:
+        return ByteDFA.empty()
     if minimal:
         return minimal_dfa(trans, accept, byte_col)
     small, merged = column_classes(trans)
