@@ -156,10 +156,9 @@ def left_recursive(by_lhs: dict[str, list[Rule]], terminals: set[str]) -> list[R
     ``A`` is left alone when it has no tail call, or when an ``αᵢ`` is empty or made of
     nonterminals that have an empty rule (``A → A``-like cycles).
     """
-    tail_called = [a for a, alts in by_lhs.items() if any(x.rhs and x.rhs[-1] == a for x in alts)]
-    if not tail_called:  # nothing to rewrite
+    rewrite = {a for a, alts in by_lhs.items() if any(x.rhs and x.rhs[-1] == a for x in alts)}
+    if not rewrite:  # nothing to rewrite
         return [r for alts in by_lhs.values() for r in alts]
-    rewrite = set(tail_called)
     empty = {a for a, alts in by_lhs.items() if any(not x.rhs for x in alts)}
     names = set(by_lhs) | terminals
     out: list[Rule] = []

@@ -72,9 +72,9 @@ def counted_body(lo: int, hi: int | None) -> ByteDFA:
     State ``k * nu + s``: ``k`` characters read, then unit state ``s`` of the one being
     read (``nu`` states in :func:`unit_dfa`). A unit's completing byte leads to state
     ``(k + 1) * nu``, past ``top = hi or lo`` nowhere (``hi`` given) or back to ``top * nu``
-    (no upper bound). Built over the unit's byte classes (its compact columns: a tenth of
-    the 256 bytes) with one broadcast for all counts; a bound of 255 characters is about
-    5,000 states.
+    (no upper bound). Built over the unit's byte classes (its compact columns: 22, where
+    the bytes are 256) with one broadcast for all counts; a bound of 255 characters is
+    5,101 states.
     """
     u = unit_dfa()
     table, classes = u.columns()  # int32 [nu, m], uint8 [256]
