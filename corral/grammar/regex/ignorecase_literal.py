@@ -10,7 +10,7 @@ encodings share. That is the automaton :func:`.leftmost.leftmost_first_dfa` buil
 reading changes nothing), without parsing the pattern, its NFA or the subset construction:
 36 µs for a keyword such as ``SELECT`` where the general construction takes 167, in a warm
 process. SynCode's SQL grammar spells 118 such keywords; its first compile in a process
-went from 45-47 to 38-41 ms of CPU. ``tests/test_ignorecase_literal.py`` checks that both
+went from 45-51 to 38-41 ms of CPU. ``tests/test_ignorecase_literal.py`` checks that both
 constructions give equal automata.
 """
 
