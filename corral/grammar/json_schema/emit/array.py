@@ -1,7 +1,8 @@
 """Arrays: ``prefixItems``/``items``/``additionalItems``, ``minItems``/``maxItems``,
 ``contains`` (with ``minContains``/``maxContains``) and ``uniqueItems``.
 
-Items are a chain of nonterminals counting positions up to where they are alike; the
+Items are a chain of nonterminals counting positions up to where they are alike, then a
+counted repetition of the items alike (``repeat.py``: rules logarithmic in the bounds); the
 grammar counts ``contains`` hits when it can, and writes arrays of distinct items from a
 small finite set of values exactly (states are the sets written so far). What it cannot
 count is left to the final check.
@@ -15,6 +16,7 @@ from ....errors import CompileBudgetError
 from ..findings import ANNOTATION, EXACT
 from ..keywords import ANNOTATIONS
 from ..load import pointer_join
+from ..repeat import repeat
 from ..value_sets import distinct_choice_possible, finite_values, surely_empty
 from .enum import emit_const
 from .object import MAX_COUNT_STATES
@@ -22,10 +24,14 @@ from .object import MAX_COUNT_STATES
 if TYPE_CHECKING:
     from ..translate import Translator
 
-__all__ = ["UNIQUE_MAX_VALUES", "emit_array"]
+__all__ = ["MAX_REQUIRED_ITEMS", "UNIQUE_MAX_VALUES", "emit_array"]
 
 # Arrays of distinct items from at most this many values are compiled exactly (2^n states).
 UNIQUE_MAX_VALUES = 8
+
+# More items alike than an array must hold is refused: no generated document holds them
+# (each item takes at least two bytes), though the grammar counts them in a few rules.
+MAX_REQUIRED_ITEMS = 1 << 31
 
 
 def emit_array(b: Translator, s: dict[str, Any], ptr: str, resolver: Any) -> str | None:
@@ -94,50 +100,40 @@ def emit_array(b: Translator, s: dict[str, Any], ptr: str, resolver: Any) -> str
             return None
         if isinstance(hit, str):
             return _contains_array(b, rest_sym, hit, lo, cap, least)
-    exact_cap = cap
-    if cap is not None and cap - max(lo, n) > 4096:
-        b.findings.needs_check(pointer_join(ptr, "maxItems"), "maxItems", "bound above 4096")
-        exact_cap = None
-    comma = b.punct(",")
-    last = max(lo, n)  # from here on items are alike and the count is free (up to cap)
-    if last > b.opt.max_rules:  # one rule per required item
-        kw = "minItems" if int(s.get("minItems", 0)) >= last else "minContains"
+    if lo - n > MAX_REQUIRED_ITEMS:
+        kw = "minItems" if int(s.get("minItems", 0)) >= lo else "minContains"
         raise CompileBudgetError(
-            f"{pointer_join(ptr, kw)}: {last} required items need a grammar rule "
-            f"each, more than Options.max_rules={b.opt.max_rules}"
+            f"{pointer_join(ptr, kw)}: {lo} required items: more than any document "
+            f"generated can hold (at most {MAX_REQUIRED_ITEMS})"
         )
-    names = [b.fresh("a") for _ in range(last + 1)]
-    for i in range(last):
-        if exact_cap is not None and i >= exact_cap:
+    comma = b.punct(",")
+    # the prefix items, one rule each; then the items alike, counted (repeat.py)
+    names = [b.fresh("a") for _ in range(n + 1)]
+    for i in range(n):
+        if cap is not None and i >= cap:
             b.add(names[i])  # cap >= lo: the array may end here
             break
         if i >= lo:
             b.add(names[i])
-        sym = prefix_syms[i] if i < n else rest_sym
-        if sym is None:
-            continue
-        b.add(names[i], *([comma] if i else []), sym, names[i + 1])
-    tail = names[last]
-    if exact_cap is None:
+        sym = prefix_syms[i]
+        if sym is not None:
+            b.add(names[i], *([comma] if i else []), sym, names[i + 1])
+    tail = names[n]
+    more = None if cap is None else cap - n  # the most items alike after the prefix
+    if more is not None and more < 0:
+        pass  # the array ends within the prefix: nothing reaches the tail
+    elif rest_sym is None or more == 0:
         b.add(tail)
-        if rest_sym is not None and (last >= n):
-            loop = b.fresh("more")
-            if last == 0:
-                b.add(tail, rest_sym, loop)
-            else:
-                b.add(tail, comma, rest_sym, loop)
-            b.add(loop)
-            b.add(loop, comma, rest_sym, loop)
     else:
-        # chain from `last` up to `exact_cap`
-        prev = tail
-        for i in range(last, exact_cap + 1):
-            b.add(prev)
-            if i == exact_cap or rest_sym is None:
-                break
-            nxt = b.fresh("a")
-            b.add(prev, *([comma] if i else []), rest_sym, nxt)
-            prev = nxt
+        need = max(lo - n, 0)
+        unit = (comma, rest_sym)
+        if n == 0:  # the first item has no comma before it
+            if need == 0:
+                b.add(tail)
+            later = None if more is None else more - 1
+            b.add(tail, rest_sym, repeat(b, unit, max(need - 1, 0), later))
+        else:
+            b.add(tail, repeat(b, unit, need, more))
     return b.seq("arr", b.punct("["), names[0], b.punct("]"))
 
 

@@ -1,0 +1,117 @@
+"""Counted repetition (``grammar/json_schema/repeat.py``): the language, unambiguity and
+size of the rules, checked with Lark's Earley parser, and arrays with large bounds."""
+
+from __future__ import annotations
+
+import json
+
+import lark
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.tokenizers import load_tokenizer, load_vocab
+from support.words import accepts
+
+import corral
+from corral.grammar.json_schema.grammar_builder import GrammarBuilder
+from corral.grammar.json_schema.options import Options
+from corral.grammar.json_schema.repeat import CHAIN_MAX, repeat
+
+
+def _lark_text(lo: int, hi: int | None, unit: tuple[str, ...]) -> tuple[str, int]:
+    """A Lark grammar of ``repeat(unit, lo, hi)`` (terminal ``X`` is ``x``, ``C`` is
+    ``,``) and its number of rules."""
+    b = GrammarBuilder(Options())
+    top = repeat(b, unit, lo, hi)
+    alts: dict[str, list[str]] = {}
+    for r in b.rules:
+        alts.setdefault(r.lhs, []).append(" ".join(r.rhs))
+    lines = [f"start: {top}"]
+    lines += [f"{lhs}: " + " | ".join(a) for lhs, a in alts.items()]
+    lines += ['X: "x"', 'C: ","']
+    return "\n".join(lines), len(b.rules)
+
+
+def _ambiguous(tree: lark.Tree) -> bool:
+    return any(t.data == "_ambig" for t in tree.iter_subtrees())
+
+
+def _check(lo: int, hi: int | None, unit: tuple[str, ...], word: str) -> None:
+    text, _ = _lark_text(lo, hi, unit)
+    parser = lark.Lark(text, parser="earley", ambiguity="explicit")
+    top = (hi if hi is not None else lo + 2 * CHAIN_MAX) + 3
+    for n in range(top):
+        want = n >= lo and (hi is None or n <= hi)
+        try:
+            tree = parser.parse(word * n)
+        except lark.exceptions.LarkError:
+            assert not want, (lo, hi, n)
+            continue
+        assert want, (lo, hi, n)
+        assert not _ambiguous(tree), (lo, hi, n)
+
+
+@pytest.mark.parametrize(
+    "lo, hi",
+    [
+        *[(0, 0), (0, 1), (3, 3), (0, CHAIN_MAX), (0, CHAIN_MAX + 1), (0, 31), (0, 32), (0, 33)],
+        *[(5, 100), (17, 17), (20, 64), (CHAIN_MAX + 1, None), (40, None), (0, None)],
+    ],
+)
+def test_bounds_around_the_chain_and_powers_of_two(lo: int, hi: int | None) -> None:
+    _check(lo, hi, ("X",), "x")
+    _check(lo, hi, ("C", "X"), ",x")  # a unit of two symbols
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 60), st.one_of(st.none(), st.integers(0, 70)))
+def test_any_bounds_give_the_counts_between_them_unambiguously(lo: int, span: int | None) -> None:
+    _check(lo, None if span is None else lo + span, ("X",), "x")
+
+
+def test_rules_grow_with_the_logarithm_of_the_bounds() -> None:
+    sizes = {hi: _lark_text(0, hi, ("X",))[1] for hi in (1_000, 10**6, 10**12)}
+    assert sizes[1_000] < 60 and sizes[10**12] < 300, sizes
+    assert _lark_text(10**6, 2 * 10**6, ("X",))[1] < 200
+    with pytest.raises(ValueError):
+        repeat(GrammarBuilder(Options()), ("X",), 3, 2)
+
+
+# -- arrays ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llama3():  # type: ignore[no-untyped-def]
+    return load_tokenizer("llama3"), load_vocab("llama3")
+
+
+def _array(n: int, prefix: int) -> str:
+    return json.dumps(["p"] * min(n, prefix) + list(range(max(0, n - prefix))))
+
+
+@pytest.mark.parametrize(
+    "lo, hi, prefix",
+    [(0, 1000, 0), (20, 300, 0), (0, 100, 2), (50, 5000, 3), (1, 1, 0), (2, 2, 3)],
+)
+def test_arrays_hold_exactly_min_to_max_items(llama3, lo: int, hi: int, prefix: int) -> None:  # type: ignore[no-untyped-def]
+    tok, vocab = llama3
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "array",
+        **({"prefixItems": [{"const": "p"}] * prefix} if prefix else {}),
+        "items": {"type": "integer"},
+        "minItems": lo,
+        "maxItems": hi,
+    }
+    assert len(corral.Grammar.from_json_schema(schema).rules) < 120
+    c = corral.compile(schema, vocab)
+    for n in sorted({0, 1, lo - 1, lo, lo + 1, hi - 1, hi, hi + 1} - {-1}):
+        want = lo <= n <= hi
+        assert accepts(c, tok, _array(n, prefix)) == want, n
+
+
+def test_a_bound_of_any_size_is_exact() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 10**9}
+    findings = {f.pointer: f.status for f in corral.explain(schema).findings}
+    assert findings["/maxItems"] == "exact" and findings["/minItems"] == "exact"
+    assert len(corral.Grammar.from_json_schema(schema).rules) < 200
