@@ -115,3 +115,21 @@ def test_a_bound_of_any_size_is_exact() -> None:
     findings = {f.pointer: f.status for f in corral.explain(schema).findings}
     assert findings["/maxItems"] == "exact" and findings["/minItems"] == "exact"
     assert len(corral.Grammar.from_json_schema(schema).rules) < 200
+
+
+def test_an_item_costs_the_same_chart_work_at_any_position(llama3) -> None:  # type: ignore[no-untyped-def]
+    """The Earley items one more item adds do not grow with the items before it (a chain
+    of one rule per count was right-recursive: item ``i`` completed ``i`` rules)."""
+    from corral.automata.kernels.layout import S_P
+
+    _, vocab = llama3
+    c = corral.compile({"type": "array", "items": {"type": "integer"}, "maxItems": 1000}, vocab)
+    added = []
+    for n in (10, 100, 900):
+        m = c.matcher()
+        assert m.consume_bytes(("[" + ",".join("7" * n)).encode())
+        k = m.chart.n_sets
+        assert m.consume_bytes(b",7")
+        added.append(int(m.chart.S[m.chart.n_sets, S_P] - m.chart.S[k, S_P]))
+    assert max(added) <= min(added) + 4, added
+    assert m.consume_bytes(b"]") and m.is_accepting()
