@@ -15,7 +15,7 @@ from support.words import accepts
 import corral
 from corral.grammar.json_schema.grammar_builder import GrammarBuilder
 from corral.grammar.json_schema.options import Options
-from corral.grammar.json_schema.repeat import CHAIN_MAX, repeat
+from corral.grammar.json_schema.repeat import CHAIN_MAX, HitCounts, repeat
 
 
 def _lark_text(lo: int, hi: int | None, unit: tuple[str, ...]) -> tuple[str, int]:
@@ -77,6 +77,53 @@ def test_rules_grow_with_the_logarithm_of_the_bounds() -> None:
         repeat(GrammarBuilder(Options()), ("X",), 3, 2)
 
 
+def _hits_parser(lo: int, hi: int | None, least: int, need: int) -> lark.Lark | None:
+    """Lark's Earley parser of ``HitCounts`` with unit ``X`` (``x``) and hit ``Y`` (``y``),
+    or ``None`` where the count range holds no string (no rule for it: the builder's
+    ``drop_undefined`` removes its uses)."""
+    b = GrammarBuilder(Options())
+    top = HitCounts(b, ("X",), ("Y",), least).of(lo, hi, need)
+    alts: dict[str, list[str]] = {}
+    for r in b.rules:
+        alts.setdefault(r.lhs, []).append(" ".join(r.rhs))
+    if top not in alts:
+        return None
+    lines = [f"start: {top}", *(f"{a}: " + " | ".join(x) for a, x in alts.items())]
+    return lark.Lark("\n".join([*lines, 'X: "x"', 'Y: "y"']), parser="earley", ambiguity="explicit")
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.integers(0, 40),
+    st.one_of(st.none(), st.integers(0, 45)),
+    st.integers(0, 3),
+    st.data(),
+)
+def test_counts_with_hits_are_exact_and_unambiguous(  # type: ignore[no-untyped-def]
+    lo: int, span: int | None, least: int, data
+) -> None:
+    need = data.draw(st.integers(0, least))
+    hi = None if span is None else lo + span
+    parser = _hits_parser(lo, hi, least, need)
+    top = (hi if hi is not None else lo + 2 * CHAIN_MAX) + 2
+    rng = data.draw(st.randoms(use_true_random=False))
+    for n in range(top):
+        for y in sorted({0, need - 1, need, min(n, need + 1), n} & set(range(n + 1))):
+            cells = ["y"] * y + ["x"] * (n - y)
+            rng.shuffle(cells)
+            want = lo <= n and (hi is None or n <= hi) and y >= need
+            if parser is None:
+                assert not want, (lo, hi, least, need, cells)
+                continue
+            try:
+                tree = parser.parse("".join(cells))
+            except lark.exceptions.LarkError:
+                assert not want, (lo, hi, least, need, cells)
+                continue
+            assert want, (lo, hi, least, need, cells)
+            assert not _ambiguous(tree), (lo, hi, least, need, cells)
+
+
 # -- arrays ----------------------------------------------------------------------------
 
 
@@ -115,6 +162,11 @@ def test_a_bound_of_any_size_is_exact() -> None:
     findings = {f.pointer: f.status for f in corral.explain(schema).findings}
     assert findings["/maxItems"] == "exact" and findings["/minItems"] == "exact"
     assert len(corral.Grammar.from_json_schema(schema).rules) < 200
+    schema = {**schema, "$schema": "https://json-schema.org/draft/2020-12/schema"}
+    schema |= {"contains": {"const": 7}, "minContains": 2}
+    findings = {f.pointer: f.status for f in corral.explain(schema).findings}
+    assert findings["/contains"] == "exact" and findings["/minContains"] == "exact"
+    assert len(corral.Grammar.from_json_schema(schema).rules) < 1500
 
 
 def test_an_item_costs_the_same_chart_work_at_any_position(llama3) -> None:  # type: ignore[no-untyped-def]
@@ -132,4 +184,51 @@ def test_an_item_costs_the_same_chart_work_at_any_position(llama3) -> None:  # t
         assert m.consume_bytes(b",7")
         added.append(int(m.chart.S[m.chart.n_sets, S_P] - m.chart.S[k, S_P]))
     assert max(added) <= min(added) + 4, added
+    assert m.consume_bytes(b"]") and m.is_accepting()
+
+
+@pytest.mark.parametrize("lo, hi, least", [(0, 1000, 1), (30, 200, 3), (25, None, 2)])
+def test_arrays_with_contains_hold_exactly_what_they_must(
+    llama3, lo: int, hi: int | None, least: int
+) -> None:  # type: ignore[no-untyped-def]
+    tok, vocab = llama3
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "array",
+        "items": {"type": "integer"},
+        "contains": {"const": 7},
+        "minContains": least,
+        "minItems": lo,
+        **({"maxItems": hi} if hi is not None else {}),
+    }
+    assert len(corral.Grammar.from_json_schema(schema).rules) < 600
+    c = corral.compile(schema, vocab)
+    top = hi if hi is not None else lo + 40
+    for n in sorted({lo - 1, lo, lo + 1, top - 1, top, top + 1, least - 1, least} - {-1}):
+        for sevens in sorted({least - 1, least, n} & set(range(n + 1))):
+            arr = [0] * (n - sevens) + [7] * sevens
+            want = max(lo, least) <= n and (hi is None or n <= hi) and sevens >= least
+            assert accepts(c, tok, json.dumps(arr)) == want, (n, sevens)
+
+
+@pytest.mark.parametrize("bound", [{"maxItems": 1000}, {}])
+@pytest.mark.parametrize("value", [b"1", b"7"])
+def test_an_item_under_contains_costs_the_same_chart_work_at_any_position(  # type: ignore[no-untyped-def]
+    llama3, bound: dict[str, int], value: bytes
+) -> None:
+    """Also when every item satisfies ``contains`` (7): read right to left, each hit that
+    may be the one counted started its own rest of the array."""
+    from corral.automata.kernels.layout import S_P
+
+    _, vocab = llama3
+    schema = {"type": "array", "items": {"type": "integer"}, "contains": {"const": 7}}
+    c = corral.compile({**schema, **bound}, vocab)
+    added = []
+    for n in (10, 100, 900):
+        m = c.matcher()
+        assert m.consume_bytes(b"[7" + b"," + b",".join([value] * n))
+        k = m.chart.n_sets
+        assert m.consume_bytes(b"," + value)
+        added.append(int(m.chart.S[m.chart.n_sets, S_P] - m.chart.S[k, S_P]))
+    assert max(added) <= 2 * min(added), added  # the chain: about 10, 100 and 900 more
     assert m.consume_bytes(b"]") and m.is_accepting()
