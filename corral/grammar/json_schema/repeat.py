@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .grammar_builder import GrammarBuilder
 
-__all__ = ["CHAIN_MAX", "HitCounts", "repeat", "repeat_with_hits"]
+__all__ = ["CHAIN_MAX", "HitCounts", "repeat"]
 
 CHAIN_MAX = 16
 """Bounds up to which counts are written one rule per count (the fewest chart items)."""
@@ -122,34 +122,18 @@ class _Repeat:
         return got
 
 
-def repeat_with_hits(
-    b: GrammarBuilder,
-    item: tuple[str, ...],
-    hit: tuple[str, ...],
-    least: int,
-    lo: int,
-    hi: int | None,
-    *,
-    need: int | None = None,
-) -> str:
-    """A new nonterminal deriving ``lo`` to ``hi`` units (``hi=None``: no upper bound),
-    each ``item`` or ``hit``, at least ``need`` of them (default ``least``, at most
-    ``least``) ``hit``: an array's items under ``contains``, in rules
-    ``O(log hi x least²)``.
-
-    The blocks of :func:`repeat` (``E_j``, ``A_j``, at most ``m``, exactly ``n``) are each
-    split by their *class*, the number of ``hit`` units in them counted up to ``least``
-    (the class of two blocks read one after the other is the sum, capped at ``least``).
-    Where ``item`` and ``hit`` share no string, every grammar written is unambiguous."""
-    return HitCounts(b, item, hit, least).of(lo, hi, need)
-
-
 _Syms = tuple[str, ...] | None  # the symbols of a block, or None where it is empty
 
 
 class HitCounts:
-    """The class-split blocks of one pair of units, built on demand and shared by every
-    :meth:`of` (see :func:`repeat_with_hits`)."""
+    """Counts of two units, ``item`` and ``hit``, at least so many of them ``hit``: an
+    array's items under ``contains``, in rules ``O(log hi x least²)`` (:meth:`of`).
+
+    The blocks of :func:`repeat` (``E_j``, ``A_j``, at most ``m``, exactly ``n``) are each
+    split by their *class*, the number of ``hit`` units in them counted up to ``least``
+    (the class of two blocks read one after the other is the sum, capped at ``least``).
+    Where ``item`` and ``hit`` share no string, every grammar written is unambiguous. The
+    blocks are built on demand and shared by every :meth:`of`."""
 
     def __init__(
         self, b: GrammarBuilder, item: tuple[str, ...], hit: tuple[str, ...], least: int
@@ -173,8 +157,8 @@ class HitCounts:
         return out
 
     def _rule(self, key: tuple[str, int, int], alts: list[tuple[str, ...]]) -> _Syms:
-        """Memoise ``key`` as a new nonterminal with ``alts`` (``None`` if there are none;
-        a lone alternative of one symbol is that symbol)."""
+        """Memoise ``key`` as a new nonterminal with ``alts`` (``None`` if there are
+        none)."""
         if not alts:
             self._memo[key] = None
             return None
@@ -200,13 +184,12 @@ class HitCounts:
         key = ("hexact", j, h)
         if key in self._memo:
             return self._memo[key]
-        if j == 0:
+        if j == 0:  # one unit: its symbols themselves where only one unit has class h
             alts = [u for u, r in self._after_one(h) if r == 0]
-            got: _Syms = alts[0] if len(alts) == 1 else None
-            if len(alts) != 1:
-                return self._rule(key, alts)
-            self._memo[key] = got
-            return got
+            if len(alts) == 1:
+                self._memo[key] = alts[0]
+                return alts[0]
+            return self._rule(key, alts)
         cands = [self._seq(self.exact(j - 1, a), self.exact(j - 1, c)) for a, c in self._pairs(h)]
         return self._rule(key, self._alts(*cands))
 

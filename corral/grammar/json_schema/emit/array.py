@@ -232,10 +232,10 @@ def _contains_array(
     items), a hit value that may be the one counted started its own rest of the array:
     with every item a hit, one more Earley item per item so far (670 µs a mask, 934 µs a
     consume after 300 such items), where now each item costs the same."""
-    comma = b.punct(",")
     top = cap if cap is not None else max(lo, 1)
     if top > CHAIN_MAX:
         return _contains_counted(b, item, hit, lo, cap, least)
+    comma = b.punct(",")
     L = [[b.fresh("ct") for _ in range(least + 1)] for _ in range(top + 1)]
     b.add(L[0][0])
     for i in range(top + 1):
