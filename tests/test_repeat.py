@@ -232,3 +232,89 @@ def test_an_item_under_contains_costs_the_same_chart_work_at_any_position(  # ty
         added.append(int(m.chart.S[m.chart.n_sets, S_P] - m.chart.S[k, S_P]))
     assert max(added) <= 2 * min(added), added  # the chain: about 10, 100 and 900 more
     assert m.consume_bytes(b"]") and m.is_accepting()
+
+
+# -- objects ---------------------------------------------------------------------------
+
+
+def _object(n: int, named: list[str]) -> str:
+    """``n`` pairs: the ``named`` properties first (schema order), then others."""
+    pairs = [(k, 1) for k in named[:n]] + [(f"x{i}", 2) for i in range(max(0, n - len(named)))]
+    return json.dumps(dict(pairs))
+
+
+@pytest.mark.parametrize(
+    "lo, hi, named, required",
+    [
+        (0, 1000, 0, 0),  # a map of at most 1,000 pairs
+        (20, 300, 2, 1),
+        (17, 17, 3, 3),
+        (40, None, 1, 0),
+        (0, 20, 2, 0),
+        (2, 5000, 3, 2),
+    ],
+)
+def test_objects_hold_exactly_min_to_max_properties(  # type: ignore[no-untyped-def]
+    llama3, lo: int, hi: int | None, named: int, required: int
+) -> None:
+    tok, vocab = llama3
+    names = [f"n{i}" for i in range(named)]
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "integer"} for k in names},
+        "required": names[:required],
+        "additionalProperties": {"type": "integer"},
+        "minProperties": lo,
+        **({"maxProperties": hi} if hi is not None else {}),
+    }
+    assert len(corral.Grammar.from_json_schema(schema).rules) < 150
+    c = corral.compile(schema, vocab)
+    top = hi if hi is not None else lo + 40
+    for n in sorted({0, 1, lo - 1, lo, lo + 1, top - 1, top, top + 1} - {-1}):
+        want = max(lo, required) <= n and (hi is None or n <= hi)
+        assert accepts(c, tok, _object(n, names)) == want, n
+        if n > 0 and required < min(n, named):  # the optional named ones left out
+            text = json.dumps(
+                {k: 1 for k in names[:required]} | {f"x{i}": 2 for i in range(n - required)}
+            )
+            assert accepts(c, tok, text) == want, (n, "optional left out")
+
+
+def test_a_property_bound_of_any_size_is_exact() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": {"type": "integer"},
+        "maxProperties": 10**9,
+    }
+    findings = {f.pointer: f.status for f in corral.explain(schema).findings}
+    assert findings["/maxProperties"] == "exact"
+    assert len(corral.Grammar.from_json_schema(schema).rules) < 200
+
+
+@pytest.mark.parametrize(
+    "bound",
+    [{"maxProperties": 1000}, {"minProperties": 400}, {"minProperties": 300, "maxProperties": 900}],
+)
+def test_a_pair_costs_the_same_chart_work_at_any_position(llama3, bound: dict[str, int]) -> None:  # type: ignore[no-untyped-def]
+    """One more additional pair adds Earley items that do not grow with the pairs before
+    it (counted by a chain of one rule per count, pair ``i`` completed ``i`` rules)."""
+    from corral.automata.kernels.layout import S_P
+
+    _, vocab = llama3
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "additionalProperties": {"type": "integer"},
+        **bound,
+    }
+    c = corral.compile(schema, vocab)
+    added = []
+    for n in (10, 100, 500):
+        m = c.matcher()
+        assert m.consume_bytes(('{"a":1' + "".join(f',"k{i}":1' for i in range(n))).encode())
+        k = m.chart.n_sets
+        assert m.consume_bytes(f',"k{n}":1'.encode())
+        added.append(int(m.chart.S[m.chart.n_sets, S_P] - m.chart.S[k, S_P]))
+    assert max(added) <= 3 * min(added) and max(added) < 100, added  # the chain: 500 more

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .grammar_builder import GrammarBuilder
 
-__all__ = ["CHAIN_MAX", "HitCounts", "repeat"]
+__all__ = ["CHAIN_MAX", "HitCounts", "Repeat", "repeat"]
 
 CHAIN_MAX = 16
 """Bounds up to which counts are written one rule per count (the fewest chart items)."""
@@ -40,13 +40,13 @@ def repeat(b: GrammarBuilder, unit: tuple[str, ...], lo: int, hi: int | None) ->
     """A new nonterminal deriving ``unit`` (a sequence of symbols) ``lo`` to ``hi`` times
     (``hi=None``: no upper bound), unambiguously, in ``O(log hi)`` rules (see the module
     docs). Requires ``0 <= lo`` and ``hi is None or lo <= hi``."""
-    if lo < 0 or (hi is not None and hi < lo):
-        raise ValueError(f"repeat({lo}, {hi}): not a count range")
-    return _Repeat(b, unit).of(lo, hi)
+    return Repeat(b, unit).of(lo, hi)
 
 
-class _Repeat:
-    """The shared ``E_j`` and ``A_j`` of one unit, built on demand."""
+class Repeat:
+    """Counted repetitions of one unit (:meth:`of`) sharing their blocks (``E_j``,
+    ``A_j``), which are built on demand: for a grammar that needs several count ranges
+    of the same unit."""
 
     def __init__(self, b: GrammarBuilder, unit: tuple[str, ...]) -> None:
         self.b = b
@@ -55,14 +55,21 @@ class _Repeat:
         self._below: dict[int, str] = {}
 
     def of(self, lo: int, hi: int | None) -> str:
+        """A new nonterminal deriving the unit ``lo`` to ``hi`` times (as :func:`repeat`)."""
+        if lo < 0 or (hi is not None and hi < lo):
+            raise ValueError(f"repeat({lo}, {hi}): not a count range")
         b = self.b
-        name = b.fresh("rep")
         if hi is None:
             loop = b.fresh("more")
             b.add(loop)
             b.add(loop, *self.unit, loop)
+            if not lo:
+                return loop
+            name = b.fresh("rep")
             b.add(name, *self.exactly(lo), loop)
-        elif hi - lo == 0:
+            return name
+        name = b.fresh("rep")
+        if hi - lo == 0:
             b.add(name, *self.exactly(lo))
         else:
             b.add(name, *self.exactly(lo), self.at_most(hi - lo))

@@ -26,6 +26,7 @@ from ..algebra import canonical
 from ..findings import EXACT
 from ..keywords import ANNOTATIONS
 from ..load import pointer_join
+from ..repeat import Repeat
 from ..strings import body_of_node, constrained_string
 from .string import pattern_node
 
@@ -141,18 +142,28 @@ def emit_object(b: Translator, s: dict[str, Any], ptr: str, resolver: Any) -> st
         for kname, sym in extra:
             b.add(extra_pair, kname, colon, sym)
     named = [(p, r) for p, r in pair_syms if p is not None]
-    counts = _property_counts(b, s, ptr, named, extra_pair, len(pair_syms))
-    if counts is None:
-        return None
-    room = MAX_COUNT_STATES // ((len(pair_syms) + 2) * (counts[2] + 1))
-    deps = _dependencies(b, s, ptr, [k for k, _, _ in parts], room)
-    if b.opt.property_order == "any":
-        if len(named) <= b.opt.any_order_max_properties:
-            return _any_order(b, pair_syms, extra_pair, counts, deps)
+    any_order = b.opt.property_order == "any"
+    if any_order and len(named) > b.opt.any_order_max_properties:
+        any_order = False
         b.findings.note(pointer_join(ptr, "properties"), "properties", EXACT,
                   f"written in schema order: more than "
                   f"{b.opt.any_order_max_properties} properties")  # fmt: skip
+    counts = _property_counts(b, s, ptr, named, extra_pair, len(pair_syms), any_order)
+    if counts is None:
+        return None
+    room = MAX_COUNT_STATES // _count_states(len(pair_syms), counts[2], any_order)
+    deps = _dependencies(b, s, ptr, [k for k, _, _ in parts], room)
+    if any_order:
+        return _any_order(b, pair_syms, extra_pair, counts, deps)
     return _schema_order(b, pair_syms, extra_pair, counts, deps)
+
+
+def _count_states(n_props: int, top: int, any_order: bool) -> int:
+    """How many counts of pairs the object's states keep, times its properties plus
+    two: in schema order the additional pairs come last and are counted in blocks
+    (``repeat.py``), so the states count only the named pairs; in any order they
+    interleave, and every count up to ``top`` is a state."""
+    return (n_props + 2) * ((top if any_order else min(top, n_props)) + 1)
 
 
 def _schema_order(
@@ -188,6 +199,7 @@ def _schema_order(
         return names[key]
 
     todo: list[tuple[int, int, int]] = []
+    extras: Repeat | None = None  # the additional pairs' blocks, shared by every state
     start = state((0, 0, 0))
     while todo:
         i, c, present = key = todo.pop()
@@ -202,10 +214,28 @@ def _schema_order(
             if not req:
                 b.add(lhs, state((i + 1, c, present)))
             continue
-        if c >= least and complete(present):
+        if not complete(present):
+            continue  # additional pairs leave `present` as it is: no way to end
+        # additional pairs, counted (repeat.py): their count is independent of what
+        # came before, apart from the bounds left and the first comma
+        lo = max(least - c, 0)  # c == top (saturated) only when most is None: top >= least
+        hi = None if most is None else most - c
+        if extra_pair is None or hi == 0:
+            if lo == 0:
+                b.add(lhs)
+            continue
+        if c and lo == 0 and hi is None:  # any number: a loop (read left to right)
             b.add(lhs)
-        if extra_pair is not None and room:  # additional pairs, any number
-            b.add(lhs, *sep, extra_pair, state((n, min(c + 1, top), present)))
+            b.add(lhs, comma, extra_pair, lhs)
+            continue
+        if extras is None:
+            extras = Repeat(b, (comma, extra_pair))
+        if c:
+            b.add(lhs, extras.of(lo, hi))
+            continue
+        if lo == 0:
+            b.add(lhs)
+        b.add(lhs, extra_pair, extras.of(max(lo - 1, 0), None if hi is None else hi - 1))
     return b.seq("obj", b.punct("{"), start, b.punct("}"))
 
 
@@ -247,6 +277,7 @@ def _property_counts(
     named: list[tuple[str, bool]],
     extra_pair: str | None,
     n_props: int,
+    any_order: bool,
 ) -> tuple[int, int | None, int] | None:
     """``(least, most, top)``: the grammar counts the pairs it writes, from 0 to ``top``
     (counts above ``top`` are one state when ``most`` is ``None``; ``top >= 1`` unless
@@ -271,7 +302,7 @@ def _property_counts(
                 b.findings.exact(kw_ptr, kw, "no object satisfies it")
         return None
     top = most if most is not None else max(least, 1)
-    if (n_props + 2) * (top + 1) > MAX_COUNT_STATES:
+    if _count_states(n_props, top, any_order) > MAX_COUNT_STATES:
         for kw, kw_ptr in (("minProperties", min_ptr), ("maxProperties", max_ptr)):
             if kw in s:
                 b.findings.needs_check(kw_ptr, kw, "too many property counts to track")
