@@ -1302,11 +1302,9 @@ def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     if live.all():
         return trans, accept
     keep = np.flatnonzero(live)
-    new_id = np.full(n + 1, -1, np.int32)
+    new_id = np.full(n + 1, -1, np.int32)  # new_id[-1] (the last slot) keeps -1 dead
     new_id[keep] = np.arange(keep.shape[0], dtype=np.int32)
-    t2 = trans[keep]
-    t2 = np.where(t2 >= 0, new_id[np.where(t2 >= 0, t2, n)], -1).astype(np.int32)
-    return t2, accept[keep].copy()
+    return new_id[trans[keep]], accept[keep]
 
 
 def _joint_columns(a: ByteDFA, b: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1406,10 +1404,11 @@ def difference_of_literals(
     state_of = [0]
     children: list[dict[int, int]] = [{}]
     is_word = [False]
+    rows, cls = table.tolist(), classes.tolist()  # list lookups: 5x numpy's per item
     for w in words:
         node, s = 0, 0
         for byte in w:
-            s = int(table[s, classes[byte]])
+            s = rows[s][cls[byte]]
             if s < 0:
                 break
             nxt = children[node].get(byte)
@@ -1436,8 +1435,9 @@ def difference_of_literals(
     trans = np.where(wide >= 0, wide + k, -1).astype(np.int32)
     trans = np.concatenate([trans[on_trie], trans])
     if edge_bytes:
+        col_of = dict(zip(edge_bytes, range(m, m + len(edge_bytes)), strict=True))
         src = [node for node, kids in enumerate(children) for _ in kids]
-        col = [byte_col[b] for kids in children for b in kids]
+        col = [col_of[b] for kids in children for b in kids]
         trans[src, col] = [c for kids in children for c in kids.values()]
     accept = np.concatenate([a.accept[on_trie] & ~np.array(is_word), a.accept])
     return dfa_of_columns(trans, byte_col, accept, minimal=minimal)
