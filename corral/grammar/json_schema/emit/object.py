@@ -177,7 +177,10 @@ def _schema_order(
     occur), then additional pairs. States ``(i, c, present)``: the named properties
     ``i..`` are still to come, ``c`` pairs were written (see :func:`_property_counts`),
     ``present`` is the set of properties written among those ``deps`` mention (each
-    ``(trigger, dependents)``: if the trigger is present, so are its dependents)."""
+    ``(trigger, dependents)``: if the trigger is present, so are its dependents). The
+    additional pairs get no states: each state after the last named property takes the
+    count the bounds leave as one counted repetition (``repeat.Repeat``, its blocks
+    shared), so an object's rules grow with the logarithm of its bounds."""
     least, most, top = counts
     comma = b.punct(",")
     n = len(pair_syms)
