@@ -92,6 +92,35 @@ def test_trim_keeps_the_language_and_only_useful_states(raw: tuple[np.ndarray, n
     assert_trimmed(ByteDFA(t, a))
     if t.shape[0]:
         assert t.shape[1] == 256
+    # the states kept are renumbered in their order: each row is the row it was, its
+    # targets renamed and those into dropped states dead
+    trans, accept = raw
+    live = [s for s in range(trans.shape[0]) if _useful(trans, accept, s)]
+    if 0 not in live:
+        assert t.shape[0] == 0
+        return
+    new_id = {s: i for i, s in enumerate(live)}
+    want = np.array([[new_id.get(int(x), -1) for x in trans[s]] for s in live], np.int32)
+    assert np.array_equal(t, want) and np.array_equal(a, accept[live])
+
+
+def _useful(trans: np.ndarray, accept: np.ndarray, s: int) -> bool:
+    """Whether state ``s`` is reachable from 0 and reaches an accepting state (a search
+    over the edges, independent of the kernels)."""
+
+    def reach(src: int, edges: dict[int, set[int]]) -> set[int]:
+        seen, todo = {src}, [src]
+        while todo:
+            for y in edges.get(todo.pop(), ()):
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        return seen
+
+    fwd: dict[int, set[int]] = {}
+    for x in range(trans.shape[0]):
+        fwd[x] = {int(y) for y in trans[x] if y >= 0}
+    return s in reach(0, fwd) and any(accept[y] for y in reach(s, fwd))
 
 
 @settings(max_examples=150, deadline=None)

@@ -1288,23 +1288,22 @@ def trim(trans: np.ndarray, accept: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Keep the states reachable from 0 that can reach acceptance; renumber, 0 stays start.
 
     ``trans``: ``int32 [n, m]`` with ``-1`` for dead (a column per byte, or per byte class).
-    Returns empty arrays (``[0, 256]``) when the language is empty. The search is a Numba
-    kernel (:func:`.product.live_states_of`).
+    Returns empty arrays (``[0, 256]``) when the language is empty. The search and the
+    renumbering are Numba kernels (:func:`.product.live_states_of`,
+    :func:`.product.keep_states`).
     """
-    from .product import live_states_of
+    from .product import keep_states, live_states_of
 
     n = trans.shape[0]
     if n == 0:
         return trans, accept
-    live = live_states_of(_writable(trans, np.int32), _writable(accept, np.bool_))
+    trans, accept = _writable(trans, np.int32), _writable(accept, np.bool_)
+    live = live_states_of(trans, accept)
     if not live[0]:
         return np.zeros((0, 256), np.int32), np.zeros(0, bool)
     if live.all():
         return trans, accept
-    keep = np.flatnonzero(live)
-    new_id = np.full(n + 1, -1, np.int32)  # new_id[-1] (the last slot) keeps -1 dead
-    new_id[keep] = np.arange(keep.shape[0], dtype=np.int32)
-    return new_id[trans[keep]], accept[keep]
+    return keep_states(trans, accept, live)
 
 
 def _joint_columns(a: ByteDFA, b: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1397,49 +1396,25 @@ def difference_of_literals(
 
     Raises :class:`~corral.errors.CompileBudgetError` beyond ``max_states`` states.
     """
+    from .product import trie_product
+
     if a.n_states == 0:
         return ByteDFA.empty()
     table, classes = a.columns()  # int32 [n, m], uint8 [256]
-    # the trie: node -> (a-state, children {byte: node}); node 0 is the empty prefix
-    state_of = [0]
-    children: list[dict[int, int]] = [{}]
-    is_word = [False]
-    rows, cls = table.tolist(), classes.tolist()  # list lookups: 5x numpy's per item
-    for w in words:
-        node, s = 0, 0
-        for byte in w:
-            s = rows[s][cls[byte]]
-            if s < 0:
-                break
-            nxt = children[node].get(byte)
-            if nxt is None:
-                nxt = children[node][byte] = len(state_of)
-                state_of.append(s)
-                children.append({})
-                is_word.append(False)
-            node = nxt
-        else:
-            is_word[node] = True
-    k = len(state_of)
+    data = np.frombuffer(b"".join(words), np.uint8)
+    offsets = np.zeros(len(words) + 1, np.int64)
+    np.cumsum([len(w) for w in words], out=offsets[1:])
+    trans, byte_col, accept = trie_product(
+        _writable(table, np.int32),
+        _writable(classes, np.uint8),
+        _writable(a.accept, np.bool_),
+        _writable(data, np.uint8),
+        offsets,
+    )
+    k = trans.shape[0] - a.n_states  # the trie's nodes
     if k + a.n_states > max_states:
         raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
     spend(PRODUCT_ROW_STEPS * k, where)
-    # columns: a's classes, then one per edge byte (reading what its class reads)
-    edge_bytes = sorted({b for kids in children for b in kids})
-    m = table.shape[1]
-    byte_col = classes.astype(np.intp)
-    byte_col[edge_bytes] = np.arange(m, m + len(edge_bytes))
-    wide = np.concatenate([table, table[:, classes[edge_bytes]]], axis=1)
-    # states 0..k-1: trie nodes; k..k+n-1: the states of `a`
-    on_trie = np.array(state_of, np.int64)
-    trans = np.where(wide >= 0, wide + k, -1).astype(np.int32)
-    trans = np.concatenate([trans[on_trie], trans])
-    if edge_bytes:
-        col_of = dict(zip(edge_bytes, range(m, m + len(edge_bytes)), strict=True))
-        src = [node for node, kids in enumerate(children) for _ in kids]
-        col = [col_of[b] for kids in children for b in kids]
-        trans[src, col] = [c for kids in children for c in kids.values()]
-    accept = np.concatenate([a.accept[on_trie] & ~np.array(is_word), a.accept])
     return dfa_of_columns(trans, byte_col, accept, minimal=minimal)
 
 

@@ -17,7 +17,7 @@ from ...jit import kernel
 from .int_table import table_get, table_new, table_put
 from .reach import co_reachable
 
-__all__ = ["live_states_of", "product_table"]
+__all__ = ["keep_states", "live_states_of", "product_table", "trie_product"]
 
 
 @kernel(nogil=True)
@@ -118,3 +118,113 @@ def live_states_of(table: np.ndarray, accept: np.ndarray) -> np.ndarray:
                     e += 1
                 prev = t
     return co_reachable(n, src, dst, n_edges, accept & reach)
+
+
+@kernel(nogil=True)
+def keep_states(
+    table: np.ndarray, accept: np.ndarray, live: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The states of ``table`` (``int32 [n, m]``, ``-1`` dead) that ``live`` (``bool [n]``)
+    marks, renumbered in order, with the edges into the others dead: ``(int32 [n', m],
+    bool [n'])``, ``accept`` (``bool [n]``) kept for them."""
+    n, m = table.shape
+    new_id = np.full(n, -1, np.int32)
+    kept = 0
+    for s in range(n):
+        if live[s]:
+            new_id[s] = kept
+            kept += 1
+    out = np.empty((kept, m), np.int32)
+    acc = np.empty(kept, np.bool_)
+    for s in range(n):
+        r = new_id[s]
+        if r < 0:
+            continue
+        acc[r] = accept[s]
+        for c in range(m):
+            t = table[s, c]
+            out[r, c] = new_id[t] if t >= 0 else -1
+    return out, acc
+
+
+@kernel(nogil=True)
+def trie_product(
+    table: np.ndarray,
+    classes: np.ndarray,
+    accept: np.ndarray,
+    data: np.ndarray,
+    offsets: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The product of an automaton (``table`` ``int32 [n, m]`` over the byte classes
+    ``classes`` ``uint8 [256]``, ``accept`` ``bool [n]``) with the trie of words (word
+    ``i`` is ``data[offsets[i]:offsets[i + 1]]``, ``uint8``), accepting what the automaton
+    accepts but the words: see :func:`corral.grammar.regex.dfa.difference_of_literals`.
+
+    Returns ``(trans int32 [k + n, m + e], byte_col int64 [256], accept bool [k + n])``:
+    states ``0..k-1`` are the trie's nodes (a prefix of a word the automaton reads, in
+    the order the words first reach them; node 0 the empty prefix), ``k..k+n-1`` the
+    automaton's states; columns ``0..m-1`` are the automaton's classes, ``m..m+e-1`` one
+    per byte that labels a trie edge (in byte order), and byte ``b`` reads column
+    ``byte_col[b]``."""
+    n, m = table.shape
+    total = data.shape[0]
+    # the trie as child lists: first child, next sibling, the byte into a node
+    cap = total + 1
+    first = np.full(cap, -1, np.int64)
+    sibling = np.full(cap, -1, np.int64)
+    label = np.zeros(cap, np.int64)
+    state_of = np.zeros(cap, np.int64)
+    is_word = np.zeros(cap, np.bool_)
+    on_edge = np.zeros(256, np.bool_)
+    k = 1
+    for w in range(offsets.shape[0] - 1):
+        node = 0
+        s = 0
+        whole = True
+        for i in range(offsets[w], offsets[w + 1]):
+            byte = data[i]
+            s = table[s, classes[byte]]
+            if s < 0:
+                whole = False
+                break
+            c = first[node]
+            while c >= 0 and label[c] != byte:
+                c = sibling[c]
+            if c < 0:
+                c = k
+                k += 1
+                label[c] = byte
+                state_of[c] = s
+                sibling[c] = first[node]
+                first[node] = c
+                on_edge[byte] = True
+            node = c
+        if whole:
+            is_word[node] = True
+    byte_col = np.empty(256, np.int64)
+    edge_cls = np.empty(256, np.int64)  # the class of each edge byte, by column - m
+    e = 0
+    for b in range(256):
+        if on_edge[b]:
+            byte_col[b] = m + e
+            edge_cls[e] = classes[b]
+            e += 1
+        else:
+            byte_col[b] = classes[b]
+    trans = np.empty((k + n, m + e), np.int32)
+    acc = np.empty(k + n, np.bool_)
+    for r in range(k + n):
+        src = state_of[r] if r < k else r - k
+        for c in range(m):
+            t = table[src, c]
+            trans[r, c] = t + k if t >= 0 else -1
+        for j in range(e):
+            t = table[src, edge_cls[j]]
+            trans[r, m + j] = t + k if t >= 0 else -1
+        acc[r] = accept[src] and not (r < k and is_word[r])
+    for x in range(k):  # the trie's edges: node -> child on its byte
+        c = first[x]
+        while c >= 0:
+            trans[x, byte_col[label[c]]] = c
+            c = sibling[c]
+    return trans, byte_col, acc
