@@ -291,7 +291,8 @@ def write_manifest(target: str | Path) -> None:
 def prebuild(target: Path, *, quiet: bool = False) -> float:
     """Compile every kernel into ``target`` (a prebuilt directory, emptied first) for the
     generic CPU, in a subprocess that runs :func:`corral.warmup.warmup` in build mode, then
-    write its manifest. Returns the seconds taken. Raises ``RuntimeError`` if the
+    write the formats' automata (:mod:`corral.grammar.json_schema.format_store`) and the
+    manifest. Returns the seconds taken. Raises ``RuntimeError`` if the
     subprocess fails (the directory is then removed: a package without prebuilt kernels
     compiles them on first use, as Numba does)."""
     target = Path(target)
@@ -310,6 +311,8 @@ def prebuild(target: Path, *, quiet: bool = False) -> float:
         "from corral.warmup import warmup\n"
         "from corral.jit import write_manifest\n"
         "warmup()\n"
+        "from corral.grammar.json_schema.format_store import write\n"
+        "write(sys.argv[1])\n"
         "write_manifest(sys.argv[1])\n"
     )
     t = time.perf_counter()

@@ -27,7 +27,7 @@ from ..findings import EXACT
 from ..keywords import ANNOTATIONS
 from ..load import pointer_join
 from ..repeat import Repeat
-from ..strings import body_of_node, constrained_string
+from ..strings import FormatLanguage, Language, body_of_node, constrained_string
 from .string import pattern_node
 
 if TYPE_CHECKING:
@@ -411,19 +411,18 @@ def key_filter(b: Translator, schema: Any, ptr: str, resolver: Any) -> ByteDFA |
     sym_schema.pop("type", None)
     lo = int(sym_schema.get("minLength", 0))
     hi = sym_schema.get("maxLength")
-    nodes: list[tuple[ast.Node, str]] = []
+    nodes: list[tuple[Language, str]] = []
     if "pattern" in sym_schema:
         node = pattern_node(b, sym_schema["pattern"], ptr, "propertyNames")
         if node is None:
             return None
         nodes.append((node, ptr))
     if "format" in sym_schema:
-        from ...regex.python_syntax import parse_python_regex
         from ..formats import format_regex
 
         rx = format_regex(sym_schema["format"])
         if rx is not None:
-            nodes.append((parse_python_regex(rx, where=ptr), ptr))
+            nodes.append((FormatLanguage(rx), ptr))
     if not nodes:
         nodes = [(ast.Repeat(ast.Chars(CharSet.universe()), 0, None), ptr)]
     dfa, enforced = constrained_string(

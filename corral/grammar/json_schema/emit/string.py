@@ -3,7 +3,6 @@ terminal over the encoded bytes (see ``strings.py`` for the construction)."""
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 from ....errors import CompileBudgetError, Location, UnsupportedFeatureError
@@ -12,7 +11,7 @@ from ...regex.dfa import DeadlineError, WorkBudgetError, work_budget
 from ..algebra import canonical
 from ..findings import ANNOTATION
 from ..load import pointer_join
-from ..strings import MAX_EXACT_LENGTH, constrained_string
+from ..strings import MAX_EXACT_LENGTH, FormatLanguage, Language, constrained_string
 
 if TYPE_CHECKING:
     from ..translate import Translator
@@ -59,7 +58,7 @@ def pattern_node(b: Translator, pattern: str, ptr: str, kw: str) -> ast.Node | N
 
 def assertion_nodes(
     b: Translator, s: dict[str, Any], ptr: str, *, beside: str | None = None
-) -> list[tuple[ast.Node, str]]:
+) -> list[tuple[Language, str]]:
     """The decoded-string languages of the ``pattern`` and ``format`` of ``s`` (at
     ``ptr``), each with its pointer, their findings noted as exact.
 
@@ -71,7 +70,7 @@ def assertion_nodes(
     Raises:
         UnsupportedFeatureError: a refused format, or (with ``beside``) one of the above.
     """
-    nodes: list[tuple[ast.Node, str]] = []
+    nodes: list[tuple[Language, str]] = []
 
     def refuse(kw: str, where: str, why: str) -> None:
         raise UnsupportedFeatureError(
@@ -105,7 +104,7 @@ def assertion_nodes(
         elif rx is None:
             b.findings.note(f_ptr, "format", ANNOTATION, f"unknown format {fmt!r}: not asserted")
         else:
-            nodes.append((_format_node(rx), f_ptr))
+            nodes.append((FormatLanguage(rx), f_ptr))
             b.findings.exact(f_ptr, "format")
     return nodes
 
@@ -167,13 +166,3 @@ def emit_string(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
             if kw in s:
                 b.findings.needs_check(pointer_join(ptr, kw), kw, "combined with pattern/format")
     return name
-
-
-@functools.lru_cache(maxsize=64)
-def _format_node(rx: str) -> ast.Node:
-    """The tree of a format's regex (:data:`~..formats.FORMAT_REGEXES`), read once per
-    process: the date, time, e-mail and URI expressions are large, and schemas repeat
-    their formats."""
-    from ...regex.python_syntax import parse_python_regex
-
-    return parse_python_regex(rx, where="format")
