@@ -23,6 +23,7 @@ from corral.grammar.regex import literal_dfa, python_regex_dfa
 from corral.grammar.regex.dfa import (
     ByteDFA,
     column_classes,
+    dfa_of_columns,
     difference,
     difference_of_literals,
     intersect,
@@ -338,6 +339,34 @@ def test_column_classes_rebuild_the_table(raw: tuple[np.ndarray, np.ndarray], wi
     assert np.array_equal(small[:, cls], trans)
     # distinct classes are distinct columns
     assert len({small[:, c].tobytes() for c in range(small.shape[1])}) == small.shape[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_dfa_of_columns_is_the_compact_form_over_all_bytes(data: st.DataObject) -> None:
+    """An automaton given over columns (some read by no byte, several by one class of
+    bytes) comes out, not minimised, as the canonical compact form of its table spread
+    over the 256 bytes and trimmed: the same states, in the same order, the same
+    columns (:func:`.product.compact_form`, one kernel)."""
+    n = data.draw(st.integers(1, 7))
+    k = data.draw(st.integers(1, 6))
+    trans = np.array(
+        [[data.draw(st.integers(-1, n - 1)) for _ in range(k)] for _ in range(n)], np.int32
+    )
+    accept = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    runs = data.draw(st.lists(st.integers(0, k - 1), min_size=1, max_size=6))
+    # byte b reads a column in runs of bytes, so classes span several bytes
+    byte_col = np.array([runs[b * len(runs) // 256] for b in range(256)], np.int64)
+    got = dfa_of_columns(trans, byte_col, accept, minimal=False)
+    t, a = trim(np.ascontiguousarray(trans[:, byte_col]), accept)
+    if t.shape[0] == 0:
+        assert got.n_states == 0
+        return
+    table, classes = column_classes(t)
+    got_table, got_classes = got.columns()
+    assert np.array_equal(got_table, table) and np.array_equal(got_classes, classes)
+    assert np.array_equal(got.accept, a)
+    assert got_classes.dtype == np.uint8 and got.accept.dtype == np.bool_
 
 
 def test_shared_automata_are_read_only() -> None:

@@ -1392,30 +1392,32 @@ def difference_of_literals(
     that extend a word sent to the child node; it accepts when its ``a``-state does and it
     is not a whole word. ``O(trie nodes x columns)``, with no product search; the columns
     are ``a``'s byte classes, and one for each byte that labels a trie edge (a property
-    name's letters: tens of columns where the bytes are 256).
+    name's letters: tens of columns where the bytes are 256). The trie, the rows, the trim
+    and the compact form are one kernel call (:func:`.product.trie_difference`).
 
     Raises :class:`~corral.errors.CompileBudgetError` beyond ``max_states`` states.
     """
-    from .product import trie_product
+    from .product import trie_difference
 
     if a.n_states == 0:
         return ByteDFA.empty()
     table, classes = a.columns()  # int32 [n, m], uint8 [256]
-    data = np.frombuffer(b"".join(words), np.uint8)
-    offsets = np.zeros(len(words) + 1, np.int64)
-    np.cumsum([len(w) for w in words], out=offsets[1:])
-    trans, byte_col, accept = trie_product(
+    args = (
         _writable(table, np.int32),
         _writable(classes, np.uint8),
         _writable(a.accept, np.bool_),
-        _writable(data, np.uint8),
-        offsets,
+        np.frombuffer(b"".join(words), np.uint8).copy(),  # writable (see _writable)
+        np.array([0, *itertools.accumulate(map(len, words))], np.int64),
     )
-    k = trans.shape[0] - a.n_states  # the trie's nodes
+    small, cls, acc, k = trie_difference(*args)  # the product, trimmed, compact
     if k + a.n_states > max_states:
         raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
     spend(PRODUCT_ROW_STEPS * k, where)
-    return dfa_of_columns(trans, byte_col, accept, minimal=minimal)
+    if not acc.shape[0]:
+        return ByteDFA.empty()
+    if minimal:
+        return minimal_dfa(small, acc, cls)
+    return ByteDFA.from_columns(small, cls, acc)
 
 
 def union_of_literals(words: list[bytes]) -> ByteDFA:
@@ -1509,7 +1511,15 @@ def dfa_of_columns(
     ``b`` reads column ``byte_col[b]``, ``int [256]``) in the canonical compact form: the
     columns no byte reads dropped, then the states trimmed (a path through a dropped
     column does not keep a state alive), the columns numbered by their first byte and
-    equal ones merged; minimised when ``minimal``."""
+    equal ones merged; minimised when ``minimal``. Not minimised, all of it is one
+    kernel (:func:`.product.compact_form`)."""
+    if not minimal:
+        from .product import compact_form
+
+        table, classes, acc = compact_form(
+            _writable(trans, np.int32), _writable(byte_col, np.int64), _writable(accept, np.bool_)
+        )
+        return ByteDFA.from_columns(table, classes, acc) if acc.shape[0] else ByteDFA.empty()
     _, first = np.unique(byte_col, return_index=True)
     used = byte_col[np.sort(first)]  # the columns read, by their first byte
     rank = np.full(trans.shape[1], -1, np.intp)
@@ -1518,7 +1528,4 @@ def dfa_of_columns(
     trans, accept = trim(trans, accept)
     if trans.shape[0] == 0:
         return ByteDFA.empty()
-    if minimal:
-        return minimal_dfa(trans, accept, byte_col)
-    small, merged = column_classes(trans)
-    return ByteDFA.from_columns(small, merged[byte_col], accept)
+    return minimal_dfa(trans, accept, byte_col)

@@ -6,7 +6,8 @@ entry per joint class, not per byte. Product states are pairs ``(x, y)``, number
 order a breadth-first search from ``(0, 0)`` meets them (rows in order, classes in order
 within a row), and found again through a hash table of the pairs' keys ``x * nb + y``
 (``int_table.py``). :func:`live_states_of` is what trimming keeps: the states reachable from
-state 0 that can reach an accepting state.
+state 0 that can reach an accepting state; :func:`compact_form` trims a table given over
+columns and puts it in the compact form's canonical order in one call.
 """
 
 from __future__ import annotations
@@ -15,9 +16,17 @@ import numpy as np
 
 from ...jit import kernel
 from .int_table import table_get, table_new, table_put
+from .partition import column_classes_of
 from .reach import co_reachable
 
-__all__ = ["keep_states", "live_states_of", "product_table", "trie_product"]
+__all__ = [
+    "compact_form",
+    "keep_states",
+    "live_states_of",
+    "product_table",
+    "trie_difference",
+    "trie_product",
+]
 
 
 @kernel(nogil=True)
@@ -228,3 +237,64 @@ def trie_product(
             trans[x, byte_col[label[c]]] = c
             c = sibling[c]
     return trans, byte_col, acc
+
+
+@kernel(nogil=True)
+def compact_form(
+    trans: np.ndarray, byte_col: np.ndarray, accept: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The canonical compact form of the automaton given over columns (``trans`` ``int32
+    [n, k]``, state 0 the start, ``-1`` dead; byte ``b`` reads column ``byte_col[b]``,
+    ``int64 [256]``; ``accept`` ``bool [n]``): the columns no byte reads dropped, then the
+    states trimmed as :func:`live_states_of` and :func:`keep_states` do (a path through a
+    dropped column keeps no state alive), then the equal columns merged and numbered by
+    their first byte.
+
+    Returns ``(table int32 [n', k'], classes uint8 [256], accept bool [n'])`` with byte
+    ``b``'s column ``classes[b]``; ``n' = 0`` (and ``k' = 1``) for the empty language."""
+    n, k = trans.shape
+    rank = np.full(k, -1, np.int64)
+    used = np.empty(256, np.int64)  # the columns read, in the order of their first byte
+    u = 0
+    for b in range(256):
+        c = byte_col[b]
+        if rank[c] < 0:
+            rank[c] = u
+            used[u] = c
+            u += 1
+    read = np.empty((n, u), np.int32)
+    for s in range(n):
+        for j in range(u):
+            read[s, j] = trans[s, used[j]]
+    live = live_states_of(read, accept)
+    if not live[0]:
+        return np.zeros((0, 1), np.int32), np.zeros(256, np.uint8), np.zeros(0, np.bool_)
+    all_live = True
+    for s in range(n):
+        if not live[s]:
+            all_live = False
+            break
+    acc = accept.copy()
+    if not all_live:
+        read, acc = keep_states(read, accept, live)
+    small, col_class = column_classes_of(read)
+    classes = np.empty(256, np.uint8)
+    for b in range(256):
+        classes[b] = col_class[rank[byte_col[b]]]
+    return small, classes, acc
+
+
+@kernel(nogil=True)
+def trie_difference(
+    table: np.ndarray,
+    classes: np.ndarray,
+    accept: np.ndarray,
+    data: np.ndarray,
+    offsets: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`trie_product` (same arguments) in its canonical compact form
+    (:func:`compact_form`), in one call: ``(table int32 [n', k'], classes uint8 [256],
+    accept bool [n'], trie nodes)``."""
+    trans, byte_col, acc = trie_product(table, classes, accept, data, offsets)
+    small, cls, kept = compact_form(trans, byte_col, acc)
+    return small, cls, kept, trans.shape[0] - table.shape[0]
