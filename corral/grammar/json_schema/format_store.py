@@ -3,8 +3,9 @@ prebuilt kernels.
 
 A format's string body (:func:`.strings.build_body` of its regex,
 :data:`.formats.FORMAT_REGEXES`) depends on corral's sources and on nothing a schema says,
-yet each process built it the first time a schema named the format: 42-45 ms of CPU
-for ``email`` (its domain and IPv6 literals), 320 ms for all 16, on a two-core machine.
+yet each process built it the first time a schema named the format: a fresh process's
+first ``email`` schema took 42-45 ms of CPU to its first mask against 6-8 ms with the
+file (its domain and IPv6 literals), and all 16 formats 320 ms, on a two-core machine.
 Building the package (``jit.prebuild``) therefore also writes every format's body, for
 the default state budget, into ``formats.npz`` in the prebuilt directory; a process
 reads the file once, when a schema first names a format, and
@@ -50,14 +51,14 @@ FILE = "formats.npz"
 _LAYOUT = 1
 
 
-def write(target: str | Path, *, max_states: int | None = None) -> Path:
-    """Build every format's body (for ``max_states``, by default the compile's default
-    budget) and write them to ``target``/:data:`FILE`. Returns the file's path."""
+def write(target: str | Path) -> Path:
+    """Build every format's body for the compile's default state budget and write them to
+    ``target``/:data:`FILE`. Returns the file's path."""
     from .formats import FORMAT_REGEXES
     from .options import Options
     from .strings import FormatLanguage, build_body
 
-    budget = Options().max_states if max_states is None else max_states
+    budget = Options().max_states
     tables, classes, accepts, entries = [], [], [], []
     for rx in sorted(set(FORMAT_REGEXES.values())):
         build = functools.partial(

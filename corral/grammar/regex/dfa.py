@@ -1413,11 +1413,7 @@ def difference_of_literals(
     if k + a.n_states > max_states:
         raise CompileBudgetError(f"{where}: more than {max_states} automaton states")
     spend(PRODUCT_ROW_STEPS * k, where)
-    if not acc.shape[0]:
-        return ByteDFA.empty()
-    if minimal:
-        return minimal_dfa(small, acc, cls)
-    return ByteDFA.from_columns(small, cls, acc)
+    return _of_compact_form(small, cls, acc, minimal=minimal)
 
 
 def union_of_literals(words: list[bytes]) -> ByteDFA:
@@ -1511,21 +1507,24 @@ def dfa_of_columns(
     ``b`` reads column ``byte_col[b]``, ``int [256]``) in the canonical compact form: the
     columns no byte reads dropped, then the states trimmed (a path through a dropped
     column does not keep a state alive), the columns numbered by their first byte and
-    equal ones merged; minimised when ``minimal``. Not minimised, all of it is one
-    kernel (:func:`.product.compact_form`)."""
-    if not minimal:
-        from .product import compact_form
+    equal ones merged (one kernel, :func:`.product.compact_form`); then minimised when
+    ``minimal``."""
+    from .product import compact_form
 
-        table, classes, acc = compact_form(
-            _writable(trans, np.int32), _writable(byte_col, np.int64), _writable(accept, np.bool_)
-        )
-        return ByteDFA.from_columns(table, classes, acc) if acc.shape[0] else ByteDFA.empty()
-    _, first = np.unique(byte_col, return_index=True)
-    used = byte_col[np.sort(first)]  # the columns read, by their first byte
-    rank = np.full(trans.shape[1], -1, np.intp)
-    rank[used] = np.arange(used.shape[0])
-    trans, byte_col = np.ascontiguousarray(trans[:, used]), rank[byte_col]
-    trans, accept = trim(trans, accept)
-    if trans.shape[0] == 0:
+    table, classes, acc = compact_form(
+        _writable(trans, np.int32), _writable(byte_col, np.int64), _writable(accept, np.bool_)
+    )
+    return _of_compact_form(table, classes, acc, minimal=minimal)
+
+
+def _of_compact_form(
+    table: np.ndarray, classes: np.ndarray, accept: np.ndarray, *, minimal: bool
+) -> ByteDFA:
+    """The :class:`ByteDFA` of a canonical compact form (``table int32 [n, k]``, ``classes
+    uint8 [256]``, ``accept bool [n]``, trimmed; ``n = 0``: the empty language), minimised
+    when ``minimal``."""
+    if not accept.shape[0]:
         return ByteDFA.empty()
-    return minimal_dfa(trans, accept, byte_col)
+    if minimal:
+        return minimal_dfa(table, accept, classes)
+    return ByteDFA.from_columns(table, classes, accept)
