@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral.automata.kernels.layout import H_TRAP
-from corral.automata.tables import _equal_columns, build_tables
+from corral.automata.lexer_layout import TRAP_MARK, lay_out
+from corral.automata.tables import build_tables
 from corral.grammar.ir import Grammar
 from corral.grammar.json_schema import grammar_from_json_schema
 from corral.grammar.regex import ByteDFA
@@ -97,30 +98,69 @@ def test_json_schemas(schema: dict) -> None:
     _check(grammar_from_json_schema(json.loads(json.dumps(schema))))
 
 
-@settings(max_examples=60, deadline=None)
+def _random_blocks(rnd, m: int, widths: int, height: int, with_trap: bool):  # type: ignore[no-untyped-def]
+    """``m`` random blocks as :func:`lay_out` takes them, and the blocks themselves."""
+    blocks = []
+    for _ in range(m):
+        h, w = rnd.randint(1, height), rnd.randint(1, widths)
+        low = TRAP_MARK if with_trap else -1
+        table = np.array([[rnd.randint(low, h - 1) for _ in range(w)] for _ in range(h)])
+        cols = np.array([rnd.randint(0, w - 1) for _ in range(256)], np.uint8)
+        blocks.append((table.astype(np.int32), cols))
+    heights = np.array([t.shape[0] for t, _ in blocks], np.int64)
+    widths_ = np.array([t.shape[1] for t, _ in blocks], np.int64)
+    base = np.zeros(m, np.int64)
+    np.cumsum((heights * widths_)[:-1], out=base[1:])
+    flat = np.concatenate([t.ravel() for t, _ in blocks]).astype(np.int32)
+    col_of = np.stack([c for _, c in blocks])
+    return blocks, (flat, base, heights, widths_, col_of)
+
+
+@settings(max_examples=80, deadline=None)
 @given(
     st.integers(1, 6),
-    st.integers(1, 40),
-    st.integers(0, 3),
+    st.integers(1, 4),
+    st.integers(1, 5),
+    st.booleans(),
     st.randoms(use_true_random=False),
 )
-def test_equal_columns_groups_exactly_equal_columns(m: int, n: int, k: int, rnd) -> None:  # type: ignore[no-untyped-def]
-    a = np.array([[rnd.randint(0, k) for _ in range(n)] for _ in range(m)], np.int32)
-    cls = _equal_columns(a)
-    for x in range(n):
-        for y in range(n):
-            assert (cls[x] == cls[y]) == bool(np.array_equal(a[:, x], a[:, y]))
-
-
-def test_equal_columns_past_the_hash_rows() -> None:
-    # more rows than the hash has multipliers: the sorting path
-    rng = np.random.default_rng(1)
-    a = rng.integers(0, 2, (5000, 64)).astype(np.int32)
-    a[:, 10] = a[:, 3]
-    cls = _equal_columns(a)
-    assert cls[10] == cls[3] and len(set(cls.tolist())) == len(
-        {a[:, j].tobytes() for j in range(64)}
+def test_lay_out_is_its_definition(m: int, widths: int, height: int, trap: bool, rnd) -> None:  # type: ignore[no-untyped-def]
+    blocks, (flat, base, heights, widths_, col_of) = _random_blocks(rnd, m, widths, height, trap)
+    sparse_used = np.array([rnd.random() < 0.1 for _ in range(256)], bool)
+    trap_row = int(heights.sum()) + 3 if trap else -1
+    lex_trans, byte_class, start_reads = lay_out(
+        flat, base, heights, widths_, col_of, sparse_used, trap_row
     )
+    # classes: equal exactly for equal columns of col_of, a sparse byte alone in its class,
+    # numbered by their first byte
+    key = [b if sparse_used[b] else col_of[:, b].tobytes() for b in range(256)]
+    pairs = set(zip(byte_class.tolist(), key, strict=True))
+    assert len(pairs) == len(set(key)) == len(set(byte_class.tolist()))  # a bijection
+    firsts = [int(np.flatnonzero(byte_class == c)[0]) for c in range(lex_trans.shape[1])]
+    assert firsts == sorted(firsts) and byte_class.max() + 1 == lex_trans.shape[1]
+    # rows: each block's own next states moved to where the block lies
+    row0 = 0
+    for j, (table, cols) in enumerate(blocks):
+        want = table[:, cols]  # [h, 256]
+        want = np.where(want >= 0, want + row0, np.where(want == TRAP_MARK, trap_row, -1))
+        assert np.array_equal(lex_trans[row0 : row0 + table.shape[0]][:, byte_class], want)
+        assert np.array_equal(start_reads[j], table[0, cols] >= 0)
+        row0 += table.shape[0]
+    assert lex_trans.shape[0] == row0
+
+
+def test_lay_out_with_many_blocks() -> None:
+    # thousands of blocks (a grammar with that many terminals): the classes stay exact
+    rng = np.random.default_rng(1)
+    m = 5000
+    col_of = rng.integers(0, 2, (m, 256)).astype(np.uint8)
+    col_of[:, 10] = col_of[:, 3]
+    flat = np.tile(np.array([0, -1], np.int32), m)
+    heights, widths = np.ones(m, np.int64), np.full(m, 2, np.int64)
+    base = np.arange(m, dtype=np.int64) * 2
+    lex_trans, byte_class, _ = lay_out(flat, base, heights, widths, col_of, np.zeros(256, bool), -1)
+    assert byte_class[10] == byte_class[3]
+    assert lex_trans.shape[1] == len({col_of[:, j].tobytes() for j in range(256)})
 
 
 @pytest.mark.parametrize(("count", "wide"), [(32_766, False), (32_767, True)])

@@ -32,19 +32,19 @@ as ``Tables.lex`` and read them through :func:`~corral.automata.kernels.lexer.le
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from ..grammar.follow import nullable_nonterminals, numbered
+from ..grammar.follow import numbered_flat
 from ..grammar.ir import Grammar
 from ..grammar.regex.dfa import INT16_STATES, ByteDFA, column_classes
 from ..grammar.regex.sparse import SparseDFA
 from ..jit import kernel
 from .follow_bytes import follow_bytes
+from .items import items_of
 
 # header slots of `gt`: named in kernels/layout.py (re-exported here for the table builder)
 from .kernels.layout import (
@@ -76,6 +76,7 @@ from .kernels.layout import (
     H_TRAP,
     HEADER_LEN,
 )
+from .lexer_layout import TRAP_MARK, lay_out
 
 
 @dataclass(frozen=True)
@@ -167,28 +168,14 @@ class Tables:
 def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) -> Tables:
     """Lay out ``grammar`` as flat tables. ``special_terms``: terminal name → special token id."""
     special_terms = special_terms or {}
-    term_names, nt_names, prods = numbered(grammar)  # productions: S' -> start first
+    # the productions, S' -> start first, over symbol numbers
+    term_names, nt_names, lhs, lens, rhs = numbered_flat(grammar)
     t_index = {n: i for i, n in enumerate(term_names)}
     NT, NN = len(term_names), len(nt_names)
-    item_sym: list[int] = []
-    item_lhs: list[int] = []
-    first_item: list[int] = []
-    for lhs, rhs in prods:
-        first_item.append(len(item_sym))
-        item_sym += rhs
-        item_sym.append(-1)
-        item_lhs += [lhs] * (len(rhs) + 1)
-    NI = len(item_sym)
-    by_nt: list[list[int]] = [[] for _ in range(NN)]
-    for p, (lhs, _rhs) in enumerate(prods):
-        by_nt[lhs].append(first_item[p])
-    pred_start = np.zeros(NN + 1, np.int32)
-    pred_items: list[int] = []
-    for a in range(NN):
-        pred_items.extend(by_nt[a])
-        pred_start[a + 1] = len(pred_items)
-    nullable_nt = nullable_nonterminals(prods, NT, NN)
-    nullable = np.array(nullable_nt, np.int32)
+    item_sym, item_lhs, first_item, pred_start, pred_items, nullable = items_of(
+        lhs, lens, rhs, NT, NN
+    )
+    NI = item_sym.shape[0]
 
     # lexer: all terminal DFAs side by side, the dense ones first, then the trap
     dfas = [grammar.terminals[n].dfa for n in term_names]
@@ -208,7 +195,7 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     for i in sparse_idx:
         starts[i] = G
         G += int(sizes[i])
-    lex_trans, byte_class, sparse = _lexer_table(
+    lex_trans, byte_class, sparse, starts_read = _lexer_table(
         grammar, term_names, dfas, starts, D, G, trap, special_terms
     )
     if G == D and D <= INT16_STATES:
@@ -220,14 +207,9 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     special = np.full(NT, -1, np.int32)
     for name, tok in special_terms.items():
         special[t_index[name]] = tok
-    # the first bytes of each terminal, bool [NT, 256]
-    starts_read = np.zeros((NT, 256), bool)
-    for i, d in enumerate(dfas):
-        if d.n_states:
-            starts_read[i] = _start_row(d) >= 0
     follow_bits = follow_bytes(
-        np.array(item_sym, np.int32),
-        np.array(item_lhs, np.int32),
+        item_sym,
+        item_lhs,
         NT,
         nullable.astype(bool),
         np.packbits(starts_read, axis=1, bitorder="little").view("<u8"),
@@ -242,10 +224,10 @@ def build_tables(grammar: Grammar, special_terms: dict[str, int] | None = None) 
     first_read[special[laid] >= 0] = False
     first_bytes = np.nonzero(first_read)[1].astype(np.int32)  # row by row
     sections: list[tuple[int, np.ndarray | int]] = [
-        (H_ITEM_SYM, np.array(item_sym, np.int32)),
-        (H_ITEM_LHS, np.array(item_lhs, np.int32)),
+        (H_ITEM_SYM, item_sym),
+        (H_ITEM_LHS, item_lhs),
         (H_PRED_START, pred_start),
-        (H_PRED_ITEMS, np.array(pred_items, np.int32)),
+        (H_PRED_ITEMS, pred_items),
         (H_NULLABLE, nullable),
         (H_TERM_START, starts),
         (H_TERM_IGNORE, term_ignore),
@@ -339,31 +321,6 @@ _NO_COLUMNS = np.zeros(256, np.int32)  # every byte to column 0
 _NO_COLUMNS.setflags(write=False)
 _DEAD_ROW = np.full((1, 1), -1, np.int32)
 _DEAD_ROW.setflags(write=False)
-_TRAP_MARK = -2  # the trap, in a table of a terminal whose ends are blocked
-_HASHED_ROWS = 1 << 12  # most rows whose columns are hashed; more are sorted
-
-
-@functools.cache
-def _row_multipliers() -> np.ndarray:
-    """``uint64 [_HASHED_ROWS]``: a fixed random odd multiplier per row."""
-    rng = np.random.default_rng(0x5EED)
-    return rng.integers(1, 2**63, _HASHED_ROWS, dtype=np.uint64) | np.uint64(1)
-
-
-def _equal_columns(a: np.ndarray) -> np.ndarray:
-    """``int64 [n]``: a class number per column of ``a`` (``int32 [m, n]``), equal exactly
-    for equal columns. Columns are hashed (a random odd multiplier per row, wrapping
-    sums) and the hash classes checked entry by entry; a collision falls back to sorting
-    the columns."""
-    m = a.shape[0]
-    if m <= _HASHED_ROWS:
-        with np.errstate(over="ignore"):
-            h = (a.astype(np.uint64) * _row_multipliers()[:m, None]).sum(axis=0, dtype=np.uint64)
-        _, first, cls = np.unique(h, return_index=True, return_inverse=True)
-        cls = cls.reshape(-1)
-        if np.array_equal(a[:, first[cls]], a):
-            return cls
-    return np.unique(a.T, axis=0, return_inverse=True)[1].reshape(-1)
 
 
 def _lexer_table(
@@ -375,25 +332,28 @@ def _lexer_table(
     G: int,
     trap: int,
     special_terms: dict[str, int],
-) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """``(lex_trans, byte_class, (row_start, cls, dst))``: the ``D`` dense states' rows
-    (``int32 [D, n_classes]``) by the coarsest byte classes every automaton respects, and
-    the sparse rows of states ``D`` to ``G - 1`` (``int32``: ``row_start [G - D + 1]``
-    into ``cls``/``dst``, entries by increasing class).
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """``(lex_trans, byte_class, (row_start, cls, dst), starts_read)``: the ``D`` dense
+    states' rows (``int32 [D, n_classes]``) by the coarsest byte classes every automaton
+    respects, the sparse rows of states ``D`` to ``G - 1`` (``int32``: ``row_start
+    [G - D + 1]`` into ``cls``/``dst``, entries by increasing class), and the bytes each
+    terminal's start state reads (``bool [terminals, 256]``).
 
     Two bytes are in one class when every terminal with a :class:`ByteDFA` reads them the
     same, i.e. maps them to the same column of its compact form (whose columns are
     distinct): the classes come from those maps, ``[terminals, 256]``, and each row is
     gathered from its terminal's compact table, never spread over 256 bytes (that layout
     took 18 ms against 4.5-5 ms on the slowest 5% of 600 MaskBench schemas, whose counted
-    strings have thousands of states). Each byte a :class:`SparseDFA` reads is a class of
-    its own, so its transitions keep one entry each, keyed by that class."""
+    strings have thousands of states), by one kernel (:func:`.lexer_layout.lay_out`). Each
+    byte a :class:`SparseDFA` reads is a class of its own, so its transitions keep one
+    entry each, keyed by that class."""
     dense_idx = [i for i, d in enumerate(dfas) if isinstance(d, ByteDFA)]
     sparse_idx = [i for i, d in enumerate(dfas) if isinstance(d, SparseDFA)]
     # Each dense terminal in its compact form: a table ``[n, k]`` of its distinct columns,
-    # in its own state numbers (``-1`` dead, ``_TRAP_MARK`` the trap), and the column of
-    # each byte; the offsets are added once, to the whole table, at the end.
-    laid: list[tuple[int, np.ndarray, np.ndarray]] = []  # (first state, table, byte -> column)
+    # in its own state numbers (``-1`` dead, ``TRAP_MARK`` the trap), and the column of
+    # each byte; the kernel moves each block's states to where the block lies.
+    # (first state, terminal or -1 for the trap, table, byte -> column)
+    laid: list[tuple[int, int, np.ndarray, np.ndarray]] = []
     for i in dense_idx:
         n = term_names[i]
         d = dfas[i]
@@ -402,55 +362,50 @@ def _lexer_table(
             continue
         o = int(starts[i])
         if n in special_terms:  # matched by its special token only, never by bytes
-            laid.append((o, np.full((d.n_states, 1), -1, np.int32), _NO_COLUMNS))
+            laid.append((o, i, np.full((d.n_states, 1), -1, np.int32), _NO_COLUMNS))
             continue
-        table, classes = d.columns()
         blocked = grammar.terminals[n].end_blocked
+        table, classes = d.stored_columns()  # int16 or int32: laid out as int32 below
         if blocked is not None:
-            rows = table[:, classes]
-            rows[blocked & d.accept[:, None] & (rows < 0)] = _TRAP_MARK
+            rows = table[:, classes].astype(np.int32)
+            rows[blocked & d.accept[:, None] & (rows < 0)] = TRAP_MARK
             table, classes = column_classes(rows)
-        laid.append((o, table, classes))
+        laid.append((o, i, table, classes))
     if trap >= 0:  # the trap reads nothing
-        laid.append((trap, _DEAD_ROW, _NO_COLUMNS))
+        laid.append((trap, -1, _DEAD_ROW, _NO_COLUMNS))
     laid.sort(key=lambda x: x[0])
-    blocks = [table for _, table, _ in laid]
-    maps = [classes for _, _, classes in laid]
-    col_of = np.stack(maps) if maps else np.zeros((1, 256), np.int32)  # [m, 256]
-    dense_class = _equal_columns(col_of)
     # the global classes: a byte some sparse automaton reads is a class of its own
     # (sparse rows keep one entry a byte); the others keep the dense automata's classes
     sparse_used = np.zeros(256, bool)
     for i in sparse_idx:
         d = dfas[i]
         assert isinstance(d, SparseDFA)
-        sparse_used |= np.bincount(d.labels, minlength=256) > 0
-    key = np.where(sparse_used, 256 + np.arange(256), dense_class)
-    _, first, byte_class = np.unique(key, return_index=True, return_inverse=True)
-    # classes numbered by their first byte (class 0 holds byte 0)
-    order = np.argsort(first, kind="stable")
-    remap = np.empty_like(order)
-    remap[order] = np.arange(order.shape[0])
-    byte_class = remap[byte_class.reshape(-1)].astype(np.int32)
-    rep = first[order]  # the first byte of each class
-    # row s of lex_trans, in block j, is that block's row s - block start, read at the
-    # column each class's first byte maps to: one gather from the blocks laid end to end
-    heights = np.array([b.shape[0] for b in blocks], np.int64)
-    widths = np.array([b.shape[1] for b in blocks], np.int64)
-    if D:
-        flat = np.concatenate([b.ravel() for b in blocks], dtype=np.int32)
-        block_of = np.repeat(np.arange(len(blocks)), heights)
-        base = np.concatenate([[0], np.cumsum(heights * widths)[:-1]])
-        row0 = np.concatenate([[0], np.cumsum(heights)[:-1]])
-        local = np.arange(D) - row0[block_of]
-        where = base[block_of] + local * widths[block_of]
-        lex_trans = flat[where[:, None] + col_of[:, rep][block_of]]
-        # each block's own state numbers, moved to where the block lies
-        lex_trans += np.where(lex_trans >= 0, row0[block_of].astype(np.int32)[:, None], 0)
-        if trap >= 0:
-            lex_trans[lex_trans == _TRAP_MARK] = trap
-    else:
-        lex_trans = np.full((0, rep.shape[0]), -1, np.int32)
+        sparse_used[d.labels] = True
+    col_of = np.empty((len(laid), 256), np.uint8)
+    heights = np.empty(len(laid), np.int64)
+    widths = np.empty(len(laid), np.int64)
+    for j, (_, _, table, classes) in enumerate(laid):
+        col_of[j] = classes
+        heights[j], widths[j] = table.shape
+    base = np.zeros(len(laid), np.int64)
+    np.cumsum((heights * widths)[:-1], out=base[1:])
+    flat = (
+        np.concatenate([t.ravel() for _, _, t, _ in laid], dtype=np.int32)
+        if laid
+        else np.zeros(0, np.int32)
+    )
+    lex_trans, byte_class, block_reads = lay_out(
+        flat, base, heights, widths, col_of, sparse_used, trap
+    )
+    # the first bytes each terminal's start state reads: from its block, or its automaton
+    # where the block does not show them (a sparse automaton; a special token's terminal)
+    starts_read = np.zeros((len(term_names), 256), bool)
+    for j, (_, i, _, _) in enumerate(laid):
+        if i >= 0 and term_names[i] not in special_terms:
+            starts_read[i] = block_reads[j]
+    for i, d in enumerate(dfas):
+        if d.n_states and (isinstance(d, SparseDFA) or term_names[i] in special_terms):
+            starts_read[i] = _start_row(d) >= 0
     # Sparse rows: the automata are placed one after the other from state D. A byte
     # they read is a class of its own, and classes numbered by their first byte keep
     # such bytes in byte order, so each row, sorted by byte, is sorted by class too: the
@@ -482,4 +437,4 @@ def _lexer_table(
                 row_start, row, c_all, d_all, e,
             )  # fmt: skip
             e += d.n_transitions
-    return lex_trans, byte_class, (row_start, c_all, d_all)
+    return lex_trans, byte_class, (row_start, c_all, d_all), starts_read

@@ -8,16 +8,17 @@ worklists over the dependency edges, so large generated grammars (JSON Schemas) 
 
 from __future__ import annotations
 
+import numpy as np
+
 from .ir import Grammar
 
-__all__ = ["follow_terminals", "nullable_nonterminals", "numbered"]
+__all__ = ["follow_terminals", "nullable_nonterminals", "numbered", "numbered_flat"]
 
 Productions = list[tuple[int, list[int]]]  # (lhs nonterminal a, rhs symbols)
 
 
-def numbered(grammar: Grammar) -> tuple[list[str], list[str], Productions]:
-    """``(terminal names, nonterminal names, productions)``: ``S' -> start`` first, then
-    the grammar's rules in order, over symbol numbers (see the module docs)."""
+def _symbols(grammar: Grammar) -> tuple[list[str], list[str], dict[str, int], dict[str, int]]:
+    """``(terminal names, nonterminal names, nonterminal index, symbol number)``."""
     term_names = sorted(grammar.terminals)
     nt_names = ["__S'", *grammar.nonterminals()]
     NT = len(term_names)
@@ -25,9 +26,40 @@ def numbered(grammar: Grammar) -> tuple[list[str], list[str], Productions]:
     # every symbol's number: a terminal's where a name is both
     sym = {n: NT + i for n, i in n_index.items()}
     sym.update((n, i) for i, n in enumerate(term_names))
+    return term_names, nt_names, n_index, sym
+
+
+def numbered(grammar: Grammar) -> tuple[list[str], list[str], Productions]:
+    """``(terminal names, nonterminal names, productions)``: ``S' -> start`` first, then
+    the grammar's rules in order, over symbol numbers (see the module docs)."""
+    term_names, nt_names, n_index, sym = _symbols(grammar)
     prods: Productions = [(0, [sym[grammar.start]])]
     prods += [(n_index[r.lhs], [sym[s] for s in r.rhs]) for r in grammar.rules]
     return term_names, nt_names, prods
+
+
+def numbered_flat(
+    grammar: Grammar,
+) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`numbered`'s productions as three arrays: ``(terminal names, nonterminal
+    names, lhs int32 [P], lens int64 [P], rhs int32 [sum(lens)])``, production ``p``
+    being ``lhs[p] -> `` the ``lens[p]`` symbols after the previous productions' in
+    ``rhs``."""
+    term_names, nt_names, n_index, sym = _symbols(grammar)
+    rules = grammar.rules
+    lhs = [0]
+    lhs += [n_index[r.lhs] for r in rules]
+    lens = [1]
+    lens += [len(r.rhs) for r in rules]
+    rhs = [sym[grammar.start]]
+    rhs += [sym[s] for r in rules for s in r.rhs]
+    return (
+        term_names,
+        nt_names,
+        np.array(lhs, np.int32),
+        np.array(lens, np.int64),
+        np.array(rhs, np.int32),
+    )
 
 
 def nullable_nonterminals(prods: Productions, NT: int, NN: int) -> list[bool]:

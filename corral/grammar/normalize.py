@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from ..errors import EmptyLanguageError, GrammarError
@@ -43,18 +45,23 @@ def normalize(
     lhs_names = {r.lhs for r in rules}
     if start not in lhs_names and start not in terminals:
         raise GrammarError(f"start symbol {start!r} is not defined")
-    for r in rules:
-        for s in r.rhs:
-            if s not in terminals and s not in lhs_names:
-                raise GrammarError(f"symbol {s!r} is used in rule {r.lhs!r} but not defined")
+    used = set(chain.from_iterable(r.rhs for r in rules))
+    if not used - lhs_names <= terminals.keys():
+        for r in rules:  # the first undefined symbol, in rule order
+            for s in r.rhs:
+                if s not in terminals and s not in lhs_names:
+                    raise GrammarError(f"symbol {s!r} is used in rule {r.lhs!r} but not defined")
     for s in ignore:
         if s not in terminals:
             raise GrammarError(f"ignored terminal {s!r} is not defined")
 
+    # every symbol the rules name, while they stay as given (None once they change)
+    symbols: set[str] | None = lhs_names | used
     if start in terminals:  # a bare terminal as start symbol
         wrapper = "__start"
         rules = [*rules, Rule(wrapper, (start,))]
         start = wrapper
+        symbols = None
 
     # -- terminals that accept the empty string --------------------------------------
     terms: dict[str, Terminal] = {}
@@ -75,6 +82,7 @@ def normalize(
             terms[name] = t
     ignore = [s for s in ignore if s in terms]
     if renamed:  # (a JSON Schema's grammar has no such terminal: its rules stay as they are)
+        symbols = None
         rules = [
             Rule(r.lhs, tuple(renamed.get(s, s) for s in r.rhs))
             if any(s in renamed for s in r.rhs)
@@ -109,7 +117,8 @@ def normalize(
             f"the grammar accepts no string: start symbol {start!r} derives nothing"
             + _why_empty(terms)
         )
-    rules = [r for r in rules if r.lhs in productive and all(s in productive for s in r.rhs)]
+    if symbols is None or not symbols <= productive:  # some symbols may be unproductive
+        rules = [r for r in rules if r.lhs in productive and all(s in productive for s in r.rhs)]
 
     # -- reachable symbols -----------------------------------------------------------
     by_lhs: dict[str, list[Rule]] = {}  # in the order of first appearance
@@ -156,10 +165,16 @@ def left_recursive(by_lhs: dict[str, list[Rule]], terminals: set[str]) -> list[R
     ``A`` is left alone when it has no tail call, or when an ``αᵢ`` is empty or made of
     nonterminals that have an empty rule (``A → A``-like cycles).
     """
-    rewrite = {a for a, alts in by_lhs.items() if any(x.rhs and x.rhs[-1] == a for x in alts)}
+    rewrite: set[str] = set()
+    empty: set[str] = set()
+    for alts in by_lhs.values():
+        for x in alts:
+            if not x.rhs:
+                empty.add(x.lhs)
+            elif x.rhs[-1] == x.lhs:
+                rewrite.add(x.lhs)
     if not rewrite:  # nothing to rewrite
         return [r for alts in by_lhs.values() for r in alts]
-    empty = {a for a, alts in by_lhs.items() if any(not x.rhs for x in alts)}
     names = set(by_lhs) | terminals
     out: list[Rule] = []
     for a, alts in by_lhs.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from decimal import Decimal
+from itertools import chain
 
 from ...errors import CompileBudgetError
 from ..ir import Rule, Terminal
@@ -195,9 +196,10 @@ def _punct_dfa(rx: str) -> ByteDFA:
 def drop_undefined(rules: list[Rule], terminals: set[str]) -> list[Rule]:
     """Drop rules that use a nonterminal with no rules (a schema no value satisfies, reached
     through a reference that was named before it was found empty)."""
+    used = set(chain.from_iterable(r.rhs for r in rules))
     while True:
-        defined = {r.lhs for r in rules}
-        kept = [r for r in rules if all(x in defined or x in terminals for x in r.rhs)]
-        if len(kept) == len(rules):
-            return kept
-        rules = kept
+        known = {r.lhs for r in rules} | terminals
+        if used <= known:
+            return list(rules)
+        rules = [r for r in rules if all(x in known for x in r.rhs)]
+        used = set(chain.from_iterable(r.rhs for r in rules))

@@ -79,12 +79,16 @@ class LoadedSchema:
         dialect: the ``$schema`` URI in effect (normalised, no trailing ``#``).
         draft: short draft name (``"2020-12"``, ``"7"``, ...).
         registry: a ``referencing.Registry`` holding the document (refuses retrieval).
+        keys: every object key the document holds, anywhere (subschemas and data alike),
+            or ``None`` when not collected: a keyword absent from it occurs nowhere, and
+            the walks that look for it are skipped.
     """
 
     schema: Any
     dialect: str
     draft: str
     registry: Any
+    keys: frozenset[str] | None = None
 
     def resolver(self) -> Any:
         from referencing.jsonschema import specification_with
@@ -213,14 +217,18 @@ MAX_SCHEMA_DEPTH = 128
 8,044 real-world schemas has 63): translation and validation recurse through it."""
 
 
-def check_json_data(schema: Any) -> None:
+def check_json_data(schema: Any) -> frozenset[str] | None:
     """Refuse what is not JSON data in a schema read as Python values, with its JSON
     pointer: nesting deeper than :data:`MAX_SCHEMA_DEPTH` (:class:`CompileBudgetError`),
     a NaN or infinite number (e.g. ``1e400``, beyond a double), a string or name that is
     not Unicode text (a lone surrogate) (:class:`SchemaError`). Iterative: any depth is
-    looked at without recursion; pointers are spelled only when something is refused."""
-    if _plain_json_data(schema):
-        return
+    looked at without recursion; pointers are spelled only when something is refused.
+
+    Returns every object key of the document (the same walk collects them; see
+    :attr:`LoadedSchema.keys`), or ``None`` where the quick pass did not finish."""
+    keys: set[str] = set()
+    if _plain_json_data(schema, keys):
+        return frozenset(keys)
     stack: list[tuple[Any, str, int]] = [(schema, "", 1)]
     while stack:
         value, ptr, depth = stack.pop()
@@ -248,11 +256,12 @@ def check_json_data(schema: Any) -> None:
                 stack.append((v, pointer_join(ptr, k), depth + 1))
         else:
             stack.extend((v, pointer_join(ptr, i), depth + 1) for i, v in enumerate(value))
+    return None
 
 
-def _plain_json_data(schema: Any) -> bool:
+def _plain_json_data(schema: Any, keys: set[str]) -> bool:
     """Whether :func:`check_json_data` refuses nothing in ``schema`` (a quick pass that
-    keeps no pointers)."""
+    keeps no pointers); adds the keys of every object it walks to ``keys``."""
     stack: list[tuple[Any, int]] = [(schema, 1)]
     isfinite = math.isfinite
     while stack:
@@ -263,6 +272,7 @@ def _plain_json_data(schema: Any) -> bool:
         elif isinstance(value, dict):
             if depth > MAX_SCHEMA_DEPTH:
                 return False
+            keys.update(value)
             for k, v in value.items():
                 if isinstance(k, str) and not k.isascii() and not _is_text(k):
                     return False
@@ -321,7 +331,7 @@ def load_schema(spec: Any) -> LoadedSchema:
     schema = as_schema(spec)
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
-    check_json_data(schema)
+    keys = check_json_data(schema)
     dialect = DEFAULT_DIALECT
     if isinstance(schema, dict) and "$schema" in schema:
         given = schema["$schema"]
@@ -343,10 +353,10 @@ def load_schema(spec: Any) -> LoadedSchema:
         raise SchemaError(
             f"invalid schema at {pointer or '/'}: {e.message}", pointer=pointer or "/"
         )
-    return LoadedSchema(schema, dialect, DRAFTS[dialect], _registry(schema, dialect))
+    return LoadedSchema(schema, dialect, DRAFTS[dialect], _registry(schema, dialect, keys), keys)
 
 
-def _registry(schema: Any, dialect: str) -> Any:
+def _registry(schema: Any, dialect: str, keys: frozenset[str] | None = None) -> Any:
     """A ``referencing.Registry`` holding ``schema`` (at its ``$id`` and at
     :data:`ROOT_URI`) and the official meta-schemas; it refuses every retrieval."""
     from referencing import Resource
@@ -361,8 +371,9 @@ def _registry(schema: Any, dialect: str) -> Any:
     # Index embedded $id / $anchor resources. `referencing` cannot crawl boolean subschemas
     # in some drafts; JSON-pointer references then still resolve against the root document.
     # (Only when the document declares identifiers: `referencing` crawls on its own when a
-    # lookup misses, and JSON-pointer references never miss.)
-    if _declares_identifiers(schema):
+    # lookup misses, and JSON-pointer references never miss.) ``keys``: the document's
+    # object keys, where known: without an identifier keyword among them, no walk.
+    if (keys is None or not _IDENTIFIERS.isdisjoint(keys)) and _declares_identifiers(schema):
         with contextlib.suppress(TypeError):
             registry = registry.crawl()
     return registry

@@ -293,8 +293,18 @@ class Translator(GrammarBuilder):
 
 def translate(loaded: LoadedSchema, options: Options) -> Translation:
     """Build the grammar of a loaded schema (see the module docs)."""
-    spans = find_spans(loaded.schema, has_source=options.source is not None)
-    entities = find_entities(loaded.schema, options.entities)
+    # (each a walk over the whole document: skipped where its keyword is no key in it)
+    keys = loaded.keys
+    spans = (
+        find_spans(loaded.schema, has_source=options.source is not None)
+        if keys is None or SPAN_KEYWORD in keys
+        else {}
+    )
+    entities = (
+        find_entities(loaded.schema, options.entities)
+        if keys is None or ENTITY_KEYWORD in keys
+        else {}
+    )
     b = Translator(loaded, options)
     try:
         with (

@@ -219,13 +219,14 @@ class ByteDFA:
     (read-only): take it once, not per byte.
     """
 
-    __slots__ = ("_classes", "_table", "_trans", "accept")
+    __slots__ = ("_classes", "_table", "_trans", "accept", "n_states")
 
     def __init__(self, trans: np.ndarray, accept: np.ndarray) -> None:
         self._trans: np.ndarray | None = trans
         self._table: np.ndarray | None = None
         self._classes: np.ndarray | None = None
         self.accept = accept
+        self.n_states: int = int(trans.shape[0])  # 0: the empty language
 
     @classmethod
     def from_columns(cls, table: np.ndarray, classes: np.ndarray, accept: np.ndarray) -> ByteDFA:
@@ -237,6 +238,7 @@ class ByteDFA:
         dfa._table = np.ascontiguousarray(table, np.int16 if narrow else np.int32)
         dfa._classes = np.ascontiguousarray(classes, np.uint8)
         dfa.accept = accept
+        dfa.n_states = int(table.shape[0])
         return dfa
 
     @property
@@ -284,12 +286,6 @@ class ByteDFA:
         """The bytes its arrays hold."""
         arrays = (self._trans, self._table, self._classes, self.accept)
         return sum(int(a.nbytes) for a in arrays if a is not None)
-
-    @property
-    def n_states(self) -> int:
-        t = self._trans if self._trans is not None else self._table
-        assert t is not None
-        return int(t.shape[0])
 
     def __repr__(self) -> str:
         return f"ByteDFA(n_states={self.n_states})"

@@ -130,7 +130,8 @@ def emit_string(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
         hi = None if hi is None or hi > MAX_EXACT_LENGTH else hi
     nodes = assertion_nodes(b, s, ptr)
     fmt = s.get("format")
-    key = f"str:{lo}:{hi}:" + "|".join(canonical([s.get("pattern"), fmt]))
+    body_key = canonical([s.get("pattern"), fmt])
+    key = f"str:{lo}:{hi}:{body_key}"
     lengths: list[bool] = []
 
     def make() -> ByteDFA:
@@ -138,7 +139,6 @@ def emit_string(b: Translator, s: dict[str, Any], ptr: str) -> str | None:
         lengths.append(enforced)
         return dfa
 
-    body_key = canonical([s.get("pattern"), fmt])
     try:
         if nodes and body_key in b.too_large:
             raise CompileBudgetError("known to be too large")
