@@ -408,6 +408,16 @@ def test_the_compact_form_is_the_same_automaton(raw: tuple[np.ndarray, np.ndarra
 @pytest.mark.parametrize("text", ["", "a", "name", "aaa", "h\u00e9llo\x00!", "\U0001f600x"])
 def test_literal_dfas(text: str) -> None:
     """A literal's compact automaton reads its UTF-8 bytes and nothing else."""
+    _check_literal(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from('ab\x00\u00e9\U0001f600 "\n'), max_size=90))
+def test_literal_dfas_of_any_text(text: str) -> None:
+    _check_literal(text)
+
+
+def _check_literal(text: str) -> None:
     d = literal_dfa(text)
     data = text.encode()
     want = np.full((len(data) + 1, 256), -1, np.int32)
@@ -419,6 +429,7 @@ def test_literal_dfas(text: str) -> None:
     assert literal_dfa(text) is d or len(data) > 64  # short literals are shared
     with pytest.raises(ValueError):
         d.accept[0] = True
+    assert not any(a.flags.writeable for a in d.stored_columns())  # shared: read-only
 
 
 def test_grammars_keep_their_terminals_compact() -> None:

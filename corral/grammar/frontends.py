@@ -233,7 +233,6 @@ def from_json_schema(schema: Any, **options: Any) -> Grammar:
 
 
 # -- sources ----------------------------------------------------------------------------
-@dataclass(frozen=True)
 class Source:
     """A spec read by a front end, not built yet.
 
@@ -243,12 +242,34 @@ class Source:
             equal keys build equal grammars. ``None`` when the spec is not worth caching
             (it is a :class:`Grammar` already) or cannot be identified by its text (a
             schema holding values other than JSON data, e.g. tuples or non-string keys).
+            Given, or computed on first use by ``key_of`` (a schema given as a dict is
+            written out as JSON text for its key: a cache that keeps nothing never asks).
         build: builds the grammar (raising the front end's errors).
     """
 
-    front_end: str
-    key: Hashable | None
-    build: Callable[[], Grammar]
+    __slots__ = ("_key", "_key_of", "build", "front_end")
+
+    def __init__(
+        self,
+        front_end: str,
+        key: Hashable | None,
+        build: Callable[[], Grammar],
+        *,
+        key_of: Callable[[], Hashable | None] | None = None,
+    ) -> None:
+        self.front_end = front_end
+        self.build = build
+        self._key = key
+        self._key_of = key_of
+
+    @property
+    def key(self) -> Hashable | None:
+        if self._key_of is not None:
+            self._key, self._key_of = self._key_of(), None
+        return self._key
+
+    def __repr__(self) -> str:
+        return f"Source({self.front_end!r})"
 
 
 @dataclass(frozen=True)
@@ -322,15 +343,19 @@ def _read_schema(spec: Any, options: Mapping[str, Any]) -> Source:
 
         opts["entities"] = entity_sets(opts["entities"])
         key_opts["entities"] = entities_key(opts["entities"])
-    key = None
-    try:
-        # key order is kept: a schema's properties are written in the order it gives them
-        text = json.dumps(schema, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):  # not JSON data: the build reports it
-        text = None
-    if text is not None and _is_json_data(schema):
-        key = ("json-schema", text, json.dumps(key_opts, sort_keys=True, default=repr))
-    return Source("json-schema", key, lambda: from_json_schema(schema, **opts))
+
+    def key_of() -> Hashable | None:
+        # the schema written out, so that a dict, its JSON text and the pydantic class it
+        # comes from are one source (key order is kept: properties come in the order given)
+        try:
+            text = json.dumps(schema, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):  # not JSON data: the build reports it
+            return None
+        if not isinstance(spec, (str, bytes)) and not _is_json_data(schema):
+            return None  # (parsed text is JSON data)
+        return ("json-schema", text, json.dumps(key_opts, sort_keys=True, default=repr))
+
+    return Source("json-schema", None, lambda: from_json_schema(schema, **opts), key_of=key_of)
 
 
 def _read_grammar(spec: Any, options: Mapping[str, Any]) -> Source:

@@ -101,6 +101,9 @@ class GrammarBuilder:
 
     def lit(self, text: str) -> str:
         """The terminal of the literal ``text`` (``regex.literal_automaton``: sparse when long)."""
+        known = self._term_keys.get("lit:" + text)
+        if known:  # (most calls: a name or punctuation met before)
+            return known
         shown = repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text)} characters)"
         name = self.term("lit:" + text, lambda: literal_automaton(text), shown, "LIT")
         assert name is not None
@@ -109,6 +112,9 @@ class GrammarBuilder:
     def punct(self, ch: str) -> str:
         """The terminal of punctuation ``ch`` (one of ``{}[],:``) with the whitespace the
         options allow around it."""
+        known = self._term_keys.get("punct:" + ch)
+        if known:
+            return known
         ws = f"[ \\t\\n\\r]{{0,{self.opt.max_whitespace}}}"
         if self.opt.whitespace == "compact":
             rx = {",": ", ?", ":": ": ?"}.get(ch, "\\" + ch)

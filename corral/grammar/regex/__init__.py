@@ -56,23 +56,18 @@ def _shared_literal_dfa(text: str) -> ByteDFA:
 
 
 def _literal_dfa(text: str) -> ByteDFA:
+    from .literal import literal_columns
+
     data = text.encode("utf-8")
-    n = len(data) + 1
-    used = sorted(set(data))
-    k = len(used) + 1
-    classes = np.zeros(256, np.uint8)
-    classes[used] = np.arange(1, k)
-    table = np.full((n, k), -1, np.int32)
-    step = np.arange(1, n, dtype=np.int32)
-    table[step - 1, classes[np.frombuffer(data, np.uint8)]] = step
-    accept = np.zeros(n, bool)
-    accept[-1] = True
-    if used and used[0] == 0:  # byte 0 has a live column: not the canonical order
+    table, classes, accept = literal_columns(np.frombuffer(data, np.uint8))
+    if 0 in data:  # byte 0 has a live column: not the canonical order
         table, col_class = column_classes(table[:, classes])
         classes = col_class.astype(np.uint8)
-    for a in (table, classes, accept):
-        a.flags.writeable = False
-    return ByteDFA.from_columns(table, classes, accept)
+    dfa = ByteDFA.from_columns(table, classes, accept)
+    stored, classes = dfa.stored_columns()
+    for a in (stored, classes, dfa.accept):
+        a.setflags(write=False)
+    return dfa
 
 
 def literal_automaton(text: str) -> ByteDFA | SparseDFA:
