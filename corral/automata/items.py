@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..grammar.regex.reach import by_target
 from ..jit import kernel
 
 __all__ = ["items_of"]
@@ -31,7 +32,7 @@ def items_of(
     - ``item_sym``, ``item_lhs`` (``int32 [len(rhs) + P]``): each production's symbols
       then ``-1``, and the lhs of the production each entry belongs to;
     - ``first_item`` (``int32 [P]``): where each production's entries begin;
-    - ``pred_start`` (``int32 [NN + 1]``), ``pred_items`` (``int32 [P]``): nonterminal
+    - ``pred_start`` (``int64 [NN + 1]``), ``pred_items`` (``int64 [P]``): nonterminal
       ``a``'s productions' first items, in production order, are
       ``pred_items[pred_start[a]:pred_start[a + 1]]``;
     - ``nullable`` (``int32 [NN]``): 1 for the nonterminals that derive the empty string.
@@ -56,22 +57,15 @@ def items_of(
         item_lhs[i] = lhs[p]
         i += 1
     rhs_start[P] = k
-    # predictions: a counting sort of the productions by lhs (stable)
-    pred_start = np.zeros(NN + 1, np.int32)
-    for p in range(P):
-        pred_start[lhs[p] + 1] += 1
-    for a in range(NN):
-        pred_start[a + 1] += pred_start[a]
-    fill = pred_start[:NN].copy()
-    pred_items = np.empty(P, np.int32)
-    for p in range(P):
-        pred_items[fill[lhs[p]]] = first_item[p]
-        fill[lhs[p]] += 1
+    # predictions: each production's first item, grouped by lhs (in production order)
+    pred_start, pred_items = by_target(NN, first_item, lhs, P)
     # nullable: each production keeps the count of its symbols not yet known nullable
     # (-1: it reads a terminal, never nullable); a nonterminal found nullable lowers the
-    # counts of the productions that use it
+    # counts of the productions that use it (the edges a -> p, grouped by a)
     missing = np.empty(P, np.int64)
-    n_users = np.zeros(NN + 1, np.int64)
+    e_prod = np.empty(rhs.shape[0], np.int64)
+    e_sym = np.empty(rhs.shape[0], np.int64)
+    ne = 0
     for p in range(P):
         missing[p] = lens[p]
         for j in range(rhs_start[p], rhs_start[p + 1]):
@@ -80,17 +74,10 @@ def items_of(
                 break
         if missing[p] > 0:
             for j in range(rhs_start[p], rhs_start[p + 1]):
-                n_users[rhs[j] - n_terms + 1] += 1
-    for a in range(NN):
-        n_users[a + 1] += n_users[a]
-    users = np.empty(n_users[NN], np.int64)
-    at = n_users[:NN].copy()
-    for p in range(P):
-        if missing[p] > 0:
-            for j in range(rhs_start[p], rhs_start[p + 1]):
-                a = rhs[j] - n_terms
-                users[at[a]] = p
-                at[a] += 1
+                e_prod[ne] = p
+                e_sym[ne] = rhs[j] - n_terms
+                ne += 1
+    n_users, users = by_target(NN, e_prod, e_sym, ne)
     nullable = np.zeros(NN, np.int32)
     work = np.empty(NN, np.int64)
     top = 0

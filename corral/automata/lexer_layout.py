@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..grammar.regex.partition import column_classes_of
 from ..jit import kernel
 
 __all__ = ["TRAP_MARK", "lay_out"]
@@ -44,45 +45,24 @@ def lay_out(
 
     Two bytes not in ``sparse_used`` share a class exactly when every block reads them at
     the same column; each byte in ``sparse_used`` is a class of its own; classes are
-    numbered by their first byte. ``lex_trans[row0[j] + s, c]`` is block ``j``'s entry for
+    numbered by their first byte (:func:`~corral.grammar.regex.partition.column_classes_of`
+    groups the columns). ``lex_trans[row0[j] + s, c]`` is block ``j``'s entry for
     state ``s`` at the column of class ``c``'s first byte, plus ``row0[j]`` where it is a
     state, ``trap`` where it is :data:`TRAP_MARK`, ``-1`` where dead.
     ``start_reads[j, b]``: whether block ``j``'s state 0 reads byte ``b``.
     """
     m = col_of.shape[0]
-    # classes: equal columns of col_of (a hash per byte, checked entry by entry)
-    h = np.zeros(256, np.uint64)
+    # classes: the distinct columns of col_of, with one more row that sets each byte in
+    # sparse_used apart (its own number; 0 for the others), in order of first byte
+    keyed = np.zeros((m + 1, 256), np.int32)
     for j in range(m):
-        # a fixed pseudo-random odd multiplier per block (splitmix64's finaliser of j + 1)
-        x = np.uint64(j) + np.uint64(1)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        mult = (x ^ (x >> np.uint64(31))) | np.uint64(1)
         for b in range(256):
-            h[b] += np.uint64(col_of[j, b]) * mult
-    byte_class = np.empty(256, np.int32)
-    rep = np.empty(256, np.int64)  # each class's first byte
-    n_cls = 0
+            keyed[j, b] = col_of[j, b]
     for b in range(256):
-        found = -1
-        if not sparse_used[b]:
-            for c in range(n_cls):
-                r = rep[c]
-                if sparse_used[r] or h[r] != h[b]:
-                    continue
-                same = True
-                for j in range(m):
-                    if col_of[j, b] != col_of[j, r]:
-                        same = False
-                        break
-                if same:
-                    found = c
-                    break
-        if found < 0:
-            found = n_cls
-            rep[n_cls] = b
-            n_cls += 1
-        byte_class[b] = found
+        if sparse_used[b]:
+            keyed[m, b] = b + 1
+    column, byte_class = column_classes_of(keyed)  # column[j, c]: block j's, class c's
+    n_cls = column.shape[1]
     D = 0
     for j in range(m):
         D += heights[j]
@@ -95,7 +75,7 @@ def lay_out(
         for s in range(heights[j]):
             at = off + s * w
             for c in range(n_cls):
-                v = flat[at + col_of[j, rep[c]]]
+                v = flat[at + column[j, c]]
                 if v >= 0:
                     v += row
                 elif v == TRAP_MARK:

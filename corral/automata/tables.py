@@ -401,11 +401,11 @@ def _lexer_table(
     # where the block does not show them (a sparse automaton; a special token's terminal)
     starts_read = np.zeros((len(term_names), 256), bool)
     for j, (_, i, _, _) in enumerate(laid):
-        if i >= 0 and term_names[i] not in special_terms:
+        if i >= 0:
             starts_read[i] = block_reads[j]
-    for i, d in enumerate(dfas):
-        if d.n_states and (isinstance(d, SparseDFA) or term_names[i] in special_terms):
-            starts_read[i] = _start_row(d) >= 0
+    for i in sparse_idx + [i for i in dense_idx if term_names[i] in special_terms]:
+        if dfas[i].n_states:
+            starts_read[i] = _start_row(dfas[i]) >= 0
     # Sparse rows: the automata are placed one after the other from state D. A byte
     # they read is a class of its own, and classes numbered by their first byte keep
     # such bytes in byte order, so each row, sorted by byte, is sorted by class too: the
